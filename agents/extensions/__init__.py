@@ -1,0 +1,1 @@
+"""Built-in extensions: plain Python on the runtime contract, no Django."""

@@ -1,0 +1,65 @@
+"""InMemoryMessageAccumulator: remembered dialogue per session, inside one process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..runtime.events import CompactionEvent, ExtensionEvent, MessageAppendedEvent
+from ..runtime.extension import AgentExtension
+from ..runtime.history import close_dangling_tool_calls
+from ..runtime.messages import AnyMessage, SystemMessage, UserMessage, copy_message
+
+if TYPE_CHECKING:
+    from ..runtime.context import AgentRunContext
+
+
+class InMemoryMessageAccumulator(AgentExtension):
+    """Retain replayable messages per session for later requests.
+
+    Messages with ``include_in_messages=False`` belong to their request only;
+    system instructions are rebuilt for every request and never remembered.
+    One instance may serve many sessions at once; each keeps its own dialogue.
+    """
+
+    def __init__(self) -> None:
+        self._dialogues: dict[str, list[AnyMessage]] = {}
+
+    async def on_state(self, context: AgentRunContext) -> None:
+        """Current instructions, then an independent copy of the remembered dialogue."""
+        remembered = self._dialogues.get(context.session_id)
+        if not remembered:
+            return
+        instructions = [m for m in context.state.messages if isinstance(m, SystemMessage)]
+        others = [m for m in context.state.messages if not isinstance(m, SystemMessage)]
+        restored = close_dangling_tool_calls(copy_message(m) for m in remembered)
+        context.replace_messages([*instructions, *restored, *others], emit_new=False)
+
+    async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
+        """Remember appended dialogue; after a compaction, replace it."""
+        if isinstance(event, MessageAppendedEvent):
+            message = event.message
+            if message.include_in_messages and not isinstance(message, SystemMessage):
+                self._dialogues.setdefault(context.session_id, []).append(copy_message(message))
+        elif isinstance(event, CompactionEvent):
+            self._apply_compaction(context.session_id, event)
+
+    def _apply_compaction(self, session_id: str, event: CompactionEvent) -> None:
+        if event.messages is not None:
+            replacement = [copy_message(m) for m in event.messages]
+        else:
+            dialogue = self._dialogues.get(session_id, [])
+            summary = UserMessage(
+                f"Summary of the earlier conversation:\n{event.summary}",
+                attributes={"compaction_summary": True},
+            )
+            kept = dialogue[event.kept_from - 1 : event.kept_to] if event.kept_to else []
+            replacement = [summary, *kept]
+        self._dialogues[session_id] = replacement
+
+    def messages(self, session_id: str) -> tuple[AnyMessage, ...]:
+        """The remembered dialogue of one session (no request-specific instructions)."""
+        return tuple(copy_message(m) for m in self._dialogues.get(session_id, ()))
+
+    def clear(self, session_id: str) -> None:
+        """Forget one session; other sessions keep theirs."""
+        self._dialogues.pop(session_id, None)

@@ -1,0 +1,81 @@
+"""The agent runtime: pure Python and pydantic, no Django, no provider SDK.
+
+Everything public is importable from here; tests pin the list.
+"""
+
+from .agent import Agent, MaxIterationsExceeded
+from .context import AgentRunContext
+from .errors import AgentProtocolError
+from .events import (
+    AgentEvent,
+    AgentEventType,
+    AgentPhase,
+    CompactionEvent,
+    ExtensionEvent,
+    ExternalEvent,
+    MessageAppendedEvent,
+    MessageTiming,
+    RunCancelledEvent,
+)
+from .extension import AgentExtension
+from .external import ExternalEventExtension, ExternalWaitClosed
+from .messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from .model import (
+    AgentModel,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    ModelUsage,
+    ToolCallDelta,
+)
+from .state import AgentRunConfig, AgentState
+from .tools import AgentTool, ServerToolDefinition, ToolDefinition, ToolResult, tool
+
+# Last: the accumulator imports runtime submodules, which are all loaded by now.
+from ..extensions.memory import InMemoryMessageAccumulator  # noqa: E402
+
+__all__ = [
+    "Agent",
+    "AgentEvent",
+    "AgentEventType",
+    "AgentExtension",
+    "AgentModel",
+    "AgentPhase",
+    "AgentProtocolError",
+    "AgentRunConfig",
+    "AgentRunContext",
+    "AgentState",
+    "AgentTool",
+    "AnyMessage",
+    "AssistantMessage",
+    "CompactionEvent",
+    "ExtensionEvent",
+    "ExternalEvent",
+    "ExternalEventExtension",
+    "ExternalWaitClosed",
+    "InMemoryMessageAccumulator",
+    "MaxIterationsExceeded",
+    "MessageAppendedEvent",
+    "MessageTiming",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelUsage",
+    "RunCancelledEvent",
+    "ServerToolDefinition",
+    "SystemMessage",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolDefinition",
+    "ToolMessage",
+    "ToolResult",
+    "UserMessage",
+    "tool",
+]

@@ -1,0 +1,12 @@
+"""Errors the runtime raises when its contract is broken."""
+
+from __future__ import annotations
+
+
+class AgentProtocolError(RuntimeError):
+    """A caller, model or extension used the runtime against its contract.
+
+    Examples: a second concurrent request on one session, a model stream without
+    exactly one completed response, an extension emitting a runtime-owned event
+    type, or more model calls than ``max_iterations`` allows for one input.
+    """

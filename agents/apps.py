@@ -1,0 +1,9 @@
+"""The Django app configuration for the agents app."""
+
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "agents"
+    verbose_name = "Agents"
+    default_auto_field = "django.db.models.BigAutoField"

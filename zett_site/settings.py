@@ -1,0 +1,217 @@
+"""Django settings for the Zett dashboard, read from the environment.
+
+Every variable read here is listed, with its default, in README.md ("Configuration").
+The defaults give the embedded setup: SQLite in WAL mode under var/, the in-memory channel
+layer, one Daphne process, no network and no services.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# Runtime state of a checkout (dev secret key, SQLite database); git-ignored.
+VAR_DIR = BASE_DIR / "var"
+
+
+def env_bool(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _dev_secret_key() -> str:
+    """Read var/secret_key, creating it on first use.
+
+    Kept in a file (never in the database) so sessions survive restarts and every local
+    process (several Daphnes, the browser-test server) signs with the same key. The file is
+    published with a hard link so concurrent first starts all end up reading one key.
+    """
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = VAR_DIR / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(50))
+        try:
+            os.link(tmp, key_file)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _dev_secret_key()
+
+# On by default because `make run` is a local developer setup; deployments set DJANGO_DEBUG=0.
+DEBUG = env_bool("DJANGO_DEBUG", "1")
+
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# Daphne serves no static files itself; asgi.py wraps the HTTP app in Django's static files
+# handler when this is on. Behind a proxy, collectstatic and let the proxy serve them instead.
+SERVE_STATIC = env_bool("ZETT_SERVE_STATIC", "1" if DEBUG else "0")
+
+INSTALLED_APPS = [
+    # daphne first: its runserver replaces Django's with an ASGI one.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "agents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "zett_site.urls"
+ASGI_APPLICATION = "zett_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, Any]:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        # Under ASGI every request may run on a different thread, so persistent connections
+        # leak; PostgreSQL pools through psycopg instead.
+        database: dict[str, Any] = dj_database_url.parse(url, conn_max_age=0)
+    else:
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        database = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "db.sqlite3",
+        }
+    options = database.setdefault("OPTIONS", {})
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        # WAL lets readers (monitor, snapshots) proceed while a run writes; IMMEDIATE makes
+        # a writing transaction take the lock up front and wait for it (timeout) instead of
+        # failing with "database is locked" when it upgrades from a read.
+        options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        options.setdefault("transaction_mode", "IMMEDIATE")
+        options.setdefault("timeout", 20)
+    elif database["ENGINE"] == "django.db.backends.postgresql":
+        options.setdefault("pool", True)
+    database["CONN_MAX_AGE"] = 0
+    test: dict[str, Any] = database.setdefault("TEST", {})
+    # A file test database lets a second process (the browser tests' Daphne) see what the
+    # test process commits; tests/conftest.py picks a temporary file when this is unset.
+    test_db_file = os.environ.get("ZETT_TEST_DB_FILE", "").strip()
+    if test_db_file and database["ENGINE"] == "django.db.backends.sqlite3":
+        test["NAME"] = test_db_file
+    return database
+
+
+DATABASES = {"default": _database()}
+CONN_MAX_AGE = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+
+def _channel_layers() -> dict[str, Any]:
+    # The layer delivers at most once and drops on overflow; the database is the truth, so
+    # these bound memory rather than promise delivery. A long-lived socket refreshes its
+    # group_add well before group_expiry.
+    capacity, expiry, group_expiry = 1000, 60, 86400
+    redis_url = os.environ.get("REDIS_URL", "").strip()
+    if not redis_url:
+        return {
+            "default": {
+                "BACKEND": "channels.layers.InMemoryChannelLayer",
+                "CONFIG": {"capacity": capacity, "expiry": expiry, "group_expiry": group_expiry},
+            }
+        }
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [redis_url],
+                "capacity": capacity,
+                "expiry": expiry,
+                "group_expiry": group_expiry,
+            },
+        }
+    }
+
+
+CHANNEL_LAYERS = _channel_layers()
+
+# Dotted paths of extra extension/provider modules for the catalog (agents/catalog.py).
+ZETT_EXTENSIONS = env_list("ZETT_EXTENSIONS")
+
+LOG_LEVEL = os.environ.get("ZETT_LOG_LEVEL", "INFO").upper()
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "{asctime} {levelname} {name} [{process}] {message}", "style": "{"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "loggers": {
+        "agents": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+    },
+}

@@ -137,6 +137,21 @@ class ExternalEventExtension(AgentExtension):
             wait.loop.call_soon_threadsafe(_close_future, wait.future)
         return len(closed)
 
+    def close_wait(self, session_id: str, correlation_id: str) -> bool:
+        """Wake and remove one wait, answered or not; False when none was open.
+
+        For a wait the run will never await, e.g. an approval of a tool call that
+        steering skipped, so the request need not end for it to disappear.
+        """
+        lock, waits = self._waits_state()
+        with lock:
+            wait = waits.pop((session_id, correlation_id), None)
+            if wait is None:
+                return False
+            wait.answered = True
+        wait.loop.call_soon_threadsafe(_close_future, wait.future)
+        return True
+
     # -- answer side ------------------------------------------------------------------
 
     def parse_response(self, payload: Mapping[str, Any]) -> Any:
@@ -186,3 +201,6 @@ def _resolve_future(future: asyncio.Future[Any], value: Any) -> None:
 def _close_future(future: asyncio.Future[Any]) -> None:
     if not future.done():
         future.set_exception(ExternalWaitClosed("the request ended before an answer arrived"))
+        # Waits opened ahead (one per tool call of a turn) may never be awaited; marking
+        # the exception retrieved keeps asyncio from logging it. An awaiter still gets it.
+        future.exception()

@@ -1,0 +1,145 @@
+"""Shared fixtures: the file test database, service probes, users, channel-layer hygiene."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+POSTGRES_HOST, POSTGRES_PORT = "127.0.0.1", 5432
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# Password of every user the fixtures below create.
+TEST_PASSWORD = "correct-horse-battery"
+
+
+def _services_required() -> bool:
+    return os.environ.get("REQUIRE_SERVICES", "") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    if _services_required():
+        pytest.fail(f"{reason} (REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(f"{reason} (set REQUIRE_SERVICES=1 to make this a failure)")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Put the SQLite test database in a file, not in memory.
+
+    A second process (the Daphne server of tests/browser) can then open the same database
+    and see what transactional tests commit. ZETT_TEST_DB_FILE, read by settings, wins.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    test = database.setdefault("TEST", {})
+    if not test.get("NAME"):
+        test["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A URL for the `test` database on 127.0.0.1:5432; skips (or fails) when unreachable."""
+    url = os.environ.get("ZETT_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+    if not _port_open(POSTGRES_HOST, POSTGRES_PORT):
+        _unavailable(f"PostgreSQL not reachable on {POSTGRES_HOST}:{POSTGRES_PORT}")
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=3) as connection:
+            connection.execute("SELECT 1")
+    except psycopg.Error as error:
+        _unavailable(f"PostgreSQL on {POSTGRES_HOST}:{POSTGRES_PORT} refused {url}: {error}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A URL for Redis on 127.0.0.1:6379; skips (or fails) when it does not answer PING."""
+    url = os.environ.get("ZETT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    try:
+        with socket.create_connection((REDIS_HOST, REDIS_PORT), timeout=0.5) as connection:
+            connection.settimeout(2)
+            connection.sendall(b"PING\r\n")
+            answer = connection.recv(64)
+    except OSError as error:
+        _unavailable(f"Redis not reachable on {REDIS_HOST}:{REDIS_PORT}: {error}")
+    if not answer.startswith((b"+PONG", b"-NOAUTH")):
+        _unavailable(f"Redis on {REDIS_HOST}:{REDIS_PORT} answered PING with {answer!r}")
+    return url
+
+
+@pytest.fixture
+def password() -> str:
+    """The password of `user`, `staff_user` and `other_user`."""
+    return TEST_PASSWORD
+
+
+def _create_user(username: str, **extra: Any) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.com", password=TEST_PASSWORD, **extra
+    )
+
+
+@pytest.fixture
+def user(db: None) -> Any:
+    """An ordinary user "alice" (password: the `password` fixture)."""
+    return _create_user("alice")
+
+
+@pytest.fixture
+def other_user(db: None) -> Any:
+    """A second ordinary user "bob", for ownership checks."""
+    return _create_user("bob")
+
+
+@pytest.fixture
+def staff_user(db: None) -> Any:
+    """A staff user "operator" (admin, monitor); not a superuser."""
+    return _create_user("operator", is_staff=True)
+
+
+@pytest.fixture
+async def channel_layer() -> AsyncIterator[Any]:
+    """The configured channel layer, flushed before and after the test.
+
+    The in-memory layer is a process-wide singleton whose queues belong to the event loop that
+    first used them; flushing keeps one test's messages and loop out of the next test.
+    """
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    assert layer is not None
+    await layer.flush()
+    yield layer
+    await layer.flush()
+
+
+@pytest.fixture
+async def redis_channel_layer(redis_url: str) -> AsyncIterator[Any]:
+    """A RedisChannelLayer on `redis_url` with a per-test key prefix, flushed and closed after."""
+    from channels_redis.core import RedisChannelLayer
+
+    prefix = f"zett-test-{os.getpid()}-{os.urandom(4).hex()}"
+    layer = RedisChannelLayer(hosts=[redis_url], prefix=prefix, capacity=1000, expiry=60)
+    yield layer
+    await layer.flush()
+    await layer.close_pools()

@@ -5,7 +5,8 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+# PYTHONWARNINGS hides setuptools' editable-install banner; errors still show.
+PIP := PYTHONWARNINGS=ignore $(BIN)/python -m pip --disable-pip-version-check -q
 HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium

@@ -1,0 +1,139 @@
+"""Conversion between runtime messages, database rows and the JSON dicts sent to browsers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .models import Message, Role, Run
+from .runtime.messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+
+def _epoch(value: Any) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def message_fields(message: AnyMessage) -> dict[str, Any]:
+    """Model fields of a Message row for one runtime message."""
+    fields: dict[str, Any] = {
+        "message_id": message.id,
+        "role": message.role,
+        "content": message.content,
+        "include_in_messages": message.include_in_messages,
+        "attributes": message.attributes,
+    }
+    if isinstance(message, AssistantMessage):
+        fields["reasoning"] = message.reasoning or ""
+        fields["tool_calls"] = [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in message.tool_calls
+        ]
+    elif isinstance(message, ToolMessage):
+        fields["tool_call_id"] = message.tool_call_id
+        fields["tool_name"] = message.name
+        fields["is_error"] = message.is_error
+        fields["skipped"] = message.skipped
+    return fields
+
+
+def row_to_message(row: Message) -> AnyMessage:
+    """The runtime message a persisted row stands for (same id and attributes)."""
+    common: dict[str, Any] = {
+        "id": row.message_id,
+        "created_at": row.created_at.timestamp(),
+        "attributes": dict(row.attributes or {}),
+        "include_in_messages": row.include_in_messages,
+    }
+    if row.role == Role.USER:
+        return UserMessage(row.content, **common)
+    if row.role == Role.ASSISTANT:
+        calls = tuple(
+            ToolCall(call["id"], call["name"], dict(call.get("arguments") or {}))
+            for call in (row.tool_calls or [])
+        )
+        return AssistantMessage(
+            row.content, tool_calls=calls, reasoning=row.reasoning or None, **common
+        )
+    if row.role == Role.TOOL:
+        return ToolMessage(
+            row.tool_call_id,
+            row.tool_name,
+            row.content,
+            is_error=row.is_error,
+            skipped=row.skipped,
+            **common,
+        )
+    return SystemMessage(row.content, **common)
+
+
+def message_dict(
+    message: AnyMessage | Message, *, seq: int | None = None, request_id: str | None = None
+) -> dict[str, Any]:
+    """The browser-facing dict of a message, from either a runtime message or a row."""
+    if isinstance(message, Message):
+        return {
+            "id": message.message_id,
+            "seq": message.seq,
+            "role": message.role,
+            "content": message.content,
+            "reasoning": message.reasoning,
+            "tool_calls": list(message.tool_calls or []),
+            "tool_call_id": message.tool_call_id,
+            "tool_name": message.tool_name,
+            "is_error": message.is_error,
+            "skipped": message.skipped,
+            "attributes": dict(message.attributes or {}),
+            "request_id": request_id,
+            "created_at": message.created_at.timestamp(),
+        }
+    fields = message_fields(message)
+    return {
+        "id": message.id,
+        "seq": seq,
+        "role": message.role,
+        "content": message.content,
+        "reasoning": fields.get("reasoning", ""),
+        "tool_calls": fields.get("tool_calls", []),
+        "tool_call_id": fields.get("tool_call_id", ""),
+        "tool_name": fields.get("tool_name", ""),
+        "is_error": fields.get("is_error", False),
+        "skipped": fields.get("skipped", False),
+        "attributes": dict(message.attributes),
+        "request_id": request_id,
+        "created_at": message.created_at,
+    }
+
+
+def call_dict(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def run_row(run: Run, *, owner: str = "", profile: str = "", title: str = "") -> dict[str, Any]:
+    """The monitor row of a run (callers pass related names to avoid extra queries)."""
+    elapsed = run.elapsed_seconds
+    return {
+        "request_id": run.request_id,
+        "session_id": run.session_id,
+        "session_title": title,
+        "user": owner,
+        "profile": profile,
+        "status": run.status,
+        "phase": run.phase,
+        "cancel_state": run.cancel_state,
+        "current_tool": run.current_tool,
+        "iterations": run.iterations,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "started_at": _epoch(run.started_at),
+        "finished_at": _epoch(run.finished_at),
+        "elapsed": round(elapsed, 3) if elapsed is not None else 0.0,
+        "waiting_for": list(run.waiting_for or []),
+        "error": run.error,
+        "host": run.host,
+    }

@@ -1,0 +1,140 @@
+"""DjangoSessionStore: a session's history restored from, and appended to, the database."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError
+
+from .models import Message, Run
+from .runtime.events import ExtensionEvent, MessageAppendedEvent
+from .runtime.extension import AgentExtension
+from .runtime.history import close_dangling_tool_calls
+from .runtime.messages import SystemMessage
+from .serialize import message_fields, row_to_message
+
+if TYPE_CHECKING:
+    from .runtime.context import AgentRunContext
+
+log = logging.getLogger(__name__)
+
+_STATE_KEY = "zett.store"
+
+
+@dataclass(slots=True)
+class _StoreState:
+    next_seq: int  # seq of the next message row of this session
+    run_pk: int | None  # the Run row this request belongs to, if the dashboard made one
+
+
+class DjangoSessionStore(AgentExtension):
+    """Restores history in on_state; writes every persisted appended message before moving on.
+
+    The write happens inside the MessageAppendedEvent delivery, which the runtime
+    awaits, so a message is in the database before the run continues: a crash or
+    restart loses nothing that was appended. Restored history follows the
+    accumulator's rules: only ``include_in_messages`` messages, never system
+    instructions, and tool calls left without a result by an interrupted run are
+    closed for the provider (request-scoped, not persisted).
+    """
+
+    priority = 10
+
+    async def on_state(self, context: AgentRunContext) -> None:
+        rows = [
+            row
+            async for row in Message.objects.filter(session_id=context.session_id).order_by("seq")
+        ]
+        run_pk = await (
+            Run.objects.filter(request_id=context.request_id).values_list("pk", flat=True).afirst()
+        )
+        context.metadata[_STATE_KEY] = _StoreState(
+            next_seq=(rows[-1].seq + 1) if rows else 1, run_pk=run_pk
+        )
+        restored = [
+            row_to_message(row) for row in rows if row.include_in_messages and row.role != "system"
+        ]
+        if not restored:
+            return
+        current = context.state.messages
+        instructions = [m for m in current if isinstance(m, SystemMessage)]
+        others = [m for m in current if not isinstance(m, SystemMessage)]
+        context.replace_messages(
+            [*instructions, *close_dangling_tool_calls(restored), *others], emit_new=False
+        )
+
+    async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
+        if not isinstance(event, MessageAppendedEvent) or not event.message.persist:
+            return
+        state = context.metadata.get(_STATE_KEY)
+        if not isinstance(state, _StoreState):
+            # A message appended before on_state ran (setup-time add_message of an
+            # extension with a lower priority): find our place now.
+            last = await (
+                Message.objects.filter(session_id=context.session_id)
+                .order_by("-seq")
+                .values_list("seq", flat=True)
+                .afirst()
+            )
+            run_pk = await (
+                Run.objects.filter(request_id=context.request_id)
+                .values_list("pk", flat=True)
+                .afirst()
+            )
+            state = _StoreState(next_seq=(last or 0) + 1, run_pk=run_pk)
+            context.metadata[_STATE_KEY] = state
+        await _write_uncancellable(self._write(context, state, event))
+
+    async def _write(
+        self, context: AgentRunContext, state: _StoreState, event: MessageAppendedEvent
+    ) -> None:
+        message = event.message
+        usage = event.usage
+        timing = event.timing
+        row = {
+            "session_id": context.session_id,
+            "run_id": state.run_pk,
+            "input_tokens": usage.input_tokens if usage else 0,
+            "output_tokens": usage.output_tokens if usage else 0,
+            "duration_ms": round(timing.duration * 1000) if timing else None,
+            "created_at": datetime.fromtimestamp(message.created_at, tz=UTC),
+            **message_fields(message),
+        }
+        for attempt in range(2):
+            try:
+                await Message.objects.acreate(seq=state.next_seq, **row)
+                state.next_seq += 1
+                return
+            except IntegrityError:
+                if await Message.objects.filter(message_id=message.id).aexists():
+                    log.info("message %s is already stored; not stored twice", message.id)
+                    return
+                if attempt:
+                    raise
+                # Another writer took our seq (an operator tool, a recovered run): move on.
+                last = await (
+                    Message.objects.filter(session_id=context.session_id)
+                    .order_by("-seq")
+                    .values_list("seq", flat=True)
+                    .afirst()
+                )
+                state.next_seq = (last or 0) + 1
+
+
+async def _write_uncancellable(write: Coroutine[Any, Any, None]) -> None:
+    """Finish a started write even if the run is cancelled meanwhile, then re-raise.
+
+    Cancelling mid-write would leave a row of unknown state behind; finishing it
+    keeps the per-session seq consistent for the cancelled results that follow.
+    """
+    task = asyncio.ensure_future(write)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        raise

@@ -207,8 +207,12 @@ def _as_row(row: Any) -> ExtensionRow:
     return ExtensionRow(row.key, row.instance_name, row.enabled, row.priority, row.settings)
 
 
-def build_extensions(rows: Iterable[Any]) -> list[AgentExtension]:
-    """Extensions for a profile's rows, in registration order (the store added if absent)."""
+def build_extensions(rows: Iterable[Any], *, persist: bool = True) -> list[AgentExtension]:
+    """Extensions for a profile's rows, in registration order (the store added if absent).
+
+    ``persist=False`` leaves the session store out, for a dry run that must not
+    write (the admin's "test this profile").
+    """
     catalog = extension_catalog()
     built: list[AgentExtension] = []
     names: dict[str, str] = {}
@@ -216,6 +220,8 @@ def build_extensions(rows: Iterable[Any]) -> list[AgentExtension]:
     if not any(row.key == STORE_KEY for row in configured):
         configured.insert(0, ExtensionRow(STORE_KEY, priority=10))
     for row in configured:
+        if row.key == STORE_KEY and not persist:
+            continue
         spec = catalog.get(row.key)
         if spec is None:
             raise ProfileConfigError(f"unknown extension {row.key!r}")
@@ -247,9 +253,9 @@ def build_model(provider: str, model_name: str, provider_settings: Mapping[str, 
         raise ProfileConfigError(str(exc)) from None
 
 
-def build_agent_for_profile(profile: Any, rows: Iterable[Any]) -> Agent:
+def build_agent_for_profile(profile: Any, rows: Iterable[Any], *, persist: bool = True) -> Agent:
     """A runtime Agent for a profile and its extension rows (ProfileConfigError if not)."""
-    extensions = build_extensions(rows)
+    extensions = build_extensions(rows, persist=persist)
     model = build_model(profile.provider, profile.model_name, profile.provider_settings)
     try:
         return Agent(

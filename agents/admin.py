@@ -1,0 +1,297 @@
+"""Django admin: agent profiles with validated extension settings, and read-only run records."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from .catalog import (
+    ExtensionRow,
+    ProfileConfigError,
+    build_extensions,
+    extension_catalog,
+    flatten_errors,
+    hook_order,
+)
+from .models import (
+    AgentProfile,
+    ChatSession,
+    ExtensionSetting,
+    Message,
+    OperatorAction,
+    Run,
+    RunEvent,
+)
+from .profile_check import PROFILE_TEST_PROMPT, ProfileTestResult, test_profile
+from .providers.registry import PROVIDERS
+
+
+def _provider_help() -> str:
+    parts = []
+    for spec in PROVIDERS.values():
+        defaults = json.dumps(_model_defaults(spec.settings_model))
+        parts.append(f"{spec.key}: {spec.description} Defaults: {defaults}")
+    return " | ".join(parts)
+
+
+def _model_defaults(model: Any) -> dict[str, Any]:
+    out = {}
+    for name, field in model.model_fields.items():
+        if field.is_required():
+            out[name] = "(required)"
+        else:
+            default = field.get_default(call_default_factory=True)
+            out[name] = (
+                default
+                if isinstance(default, (int, float, str, bool, list, dict)) or default is None
+                else str(default)
+            )
+    return out
+
+
+class AgentProfileForm(forms.ModelForm):
+    provider = forms.ChoiceField(choices=())
+
+    class Meta:
+        model = AgentProfile
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = [(s.key, s.label) for s in PROVIDERS.values()]
+        self.fields["provider_settings"].help_text = (
+            "A JSON object validated by the provider's settings model. API keys are never "
+            "stored here: name the environment variable that holds the key (api_key_env). "
+            + _provider_help()
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        provider = cleaned.get("provider")
+        raw = cleaned.get("provider_settings")
+        if provider is None:
+            return cleaned
+        spec = PROVIDERS.get(provider)
+        if spec is None:
+            self.add_error("provider", f"Unknown provider {provider!r}.")
+            return cleaned
+        if raw is not None and not isinstance(raw, dict):
+            self.add_error("provider_settings", "Settings must be a JSON object.")
+            return cleaned
+        import pydantic
+
+        try:
+            spec.settings_model.model_validate(raw or {})
+        except pydantic.ValidationError as exc:
+            for err in exc.errors():
+                field = ".".join(str(p) for p in err["loc"]) or "settings"
+                self.add_error("provider_settings", f"{field}: {err['msg']}")
+            return cleaned
+        from .catalog import build_model
+
+        try:
+            build_model(provider, cleaned.get("model_name") or "", raw)
+        except ProfileConfigError as exc:
+            self.add_error("model_name", str(exc))
+        return cleaned
+
+
+class ExtensionSettingForm(forms.ModelForm):
+    key = forms.ChoiceField(choices=())
+
+    class Meta:
+        model = ExtensionSetting
+        fields = ("key", "instance_name", "enabled", "priority", "settings", "position")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        catalog = extension_catalog()
+        self.fields["key"].choices = [
+            (key, f"{spec.label} ({key})") for key, spec in catalog.items()
+        ]
+        self.fields["settings"].required = False
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        key = cleaned.get("key")
+        spec = extension_catalog().get(key or "")
+        if spec is None:
+            return cleaned
+        raw = cleaned.get("settings")
+        if raw in (None, ""):
+            cleaned["settings"] = raw = {}
+        if not isinstance(raw, dict):
+            self.add_error("settings", "Settings must be a JSON object.")
+            return cleaned
+        import pydantic
+
+        try:
+            spec.settings_model.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            for err in exc.errors():
+                field = ".".join(str(p) for p in err["loc"]) or "settings"
+                self.add_error("settings", f"{field}: {err['msg']}")
+        if spec.required and not cleaned.get("enabled", True):
+            self.add_error("enabled", f"{spec.label} is required and cannot be disabled.")
+        return cleaned
+
+
+class ExtensionSettingFormSet(forms.BaseInlineFormSet):
+    """Refuses a set of extensions that cannot be built together (e.g. duplicate names)."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(form.errors for form in self.forms):
+            return
+        rows = []
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE"):
+                continue
+            rows.append(
+                ExtensionRow(
+                    data["key"],
+                    data.get("instance_name") or "",
+                    data.get("enabled", True),
+                    data.get("priority", 100),
+                    data.get("settings") or {},
+                )
+            )
+        try:
+            build_extensions(rows)
+        except ProfileConfigError as exc:
+            raise ValidationError(f"These extensions cannot run together: {exc}") from None
+
+
+class ExtensionSettingInline(admin.StackedInline):
+    model = ExtensionSetting
+    form = ExtensionSettingForm
+    formset = ExtensionSettingFormSet
+    extra = 0
+    readonly_fields = ("catalog_entry",)
+    fields = (
+        "key",
+        "catalog_entry",
+        "instance_name",
+        "enabled",
+        "priority",
+        "position",
+        "settings",
+    )
+
+    @admin.display(description="About / defaults")
+    def catalog_entry(self, obj: ExtensionSetting) -> str:
+        spec = extension_catalog().get(obj.key) if obj and obj.key else None
+        if spec is None:
+            entries = format_html_join(
+                "",
+                "<li><b>{}</b> ({}): {} Defaults: <code>{}</code></li>",
+                (
+                    (s.label, s.key, s.description, json.dumps(s.defaults()))
+                    for s in extension_catalog().values()
+                ),
+            )
+            return format_html("<ul>{}</ul>", entries)
+        return format_html(
+            "{}<br>Defaults: <code>{}</code>", spec.description, json.dumps(spec.defaults())
+        )
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(admin.ModelAdmin):
+    form = AgentProfileForm
+    inlines = [ExtensionSettingInline]
+    list_display = ("name", "slug", "provider", "model_name", "double_texting", "is_active")
+    list_filter = ("provider", "is_active", "double_texting")
+    search_fields = ("name", "slug")
+    prepopulated_fields = {"slug": ("name",)}
+    readonly_fields = ("effective_order",)
+    actions = ["test_profiles"]
+
+    @admin.display(description="Effective order of extensions per hook")
+    def effective_order(self, obj: AgentProfile | None) -> str:
+        if obj is None or obj.pk is None:
+            return "Save the profile to see the order in which its extensions run."
+        try:
+            extensions = build_extensions(obj.extensions.all())
+        except ProfileConfigError as exc:
+            return format_html('<span class="errornote">Cannot be built: {}</span>', exc)
+        order = hook_order(extensions)
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td></tr>",
+            ((hook, " → ".join(names) or "—") for hook, names in order.items()),
+        )
+        return format_html("<table><tr><th>Hook</th><th>Runs, in order</th></tr>{}</table>", rows)
+
+    @admin.action(description="Test this profile (one short prompt)")
+    def test_profiles(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
+        for profile in queryset:
+            rows = list(profile.extensions.all())
+            result: ProfileTestResult = asyncio.run(test_profile(profile, rows))
+            if result.ok:
+                self.message_user(
+                    request,
+                    f"{profile.name}: answered {result.answer!r} in {result.seconds:.2f} s "
+                    f"(prompt: {PROFILE_TEST_PROMPT!r}).",
+                    messages.SUCCESS,
+                )
+            else:
+                self.message_user(request, f"{profile.name}: {result.error}", messages.ERROR)
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    extra = 0
+    can_delete = False
+    fields = ("seq", "role", "content", "tool_name", "is_error", "created_at")
+    readonly_fields = fields
+    show_change_link = False
+
+
+class _ReadOnly(admin.ModelAdmin):
+    """Records of what happened: visible to staff, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ChatSession)
+class ChatSessionAdmin(_ReadOnly):
+    list_display = ("__str__", "owner", "profile", "status", "updated_at")
+    list_filter = ("status", "profile")
+    search_fields = ("title", "id", "owner__username")
+    inlines = [MessageInline]
+
+
+@admin.register(Run)
+class RunAdmin(_ReadOnly):
+    list_display = ("request_id", "session", "status", "phase", "iterations", "created_at", "host")
+    list_filter = ("status",)
+    search_fields = ("request_id", "session__id")
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(_ReadOnly):
+    list_display = ("run", "seq", "last_seq", "type", "phase", "at")
+    list_filter = ("type",)
+
+
+@admin.register(OperatorAction)
+class OperatorActionAdmin(_ReadOnly):
+    list_display = ("created_at", "user", "action", "outcome", "session", "run")
+    list_filter = ("action", "outcome")
+
+
+__all__ = ["flatten_errors"]

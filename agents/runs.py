@@ -59,6 +59,7 @@ _ET = AgentEventType
 HOST_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 MONITOR_GROUP = "monitor"
+WORKER_CHANNEL = "zett-runs"  # runworker processes consume new runs from here
 TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
 
 
@@ -245,9 +246,8 @@ class RunManager:
             return ControlReply(False, "This agent profile is disabled.", "message")
         hosted = self.hosted.get(session_id)
         if hosted is None:
-            run = await _create_run(session, user, text, self.host_id)
+            run = await self._create_and_dispatch(session, user, text)
             if run is not None:
-                self._host(session, run)
                 return ControlReply(True, "", "message", run.request_id)
         hosted = self.hosted.get(session_id)
         if hosted is not None:
@@ -541,6 +541,35 @@ class RunManager:
         }
 
     # -- hosting ------------------------------------------------------------------------
+
+    async def _create_and_dispatch(self, session: ChatSession, user: Any, text: str) -> Run | None:
+        """Create the session's next run and host it here or hand it to a worker.
+
+        None when another run of the session is active (the database decides).
+        """
+        if getattr(settings, "ZETT_RUN_WORKERS", False):
+            run = await _create_run(session, user, text, "")
+            if run is not None:
+                await self.layer.send(
+                    WORKER_CHANNEL, {"type": "run.start", "request_id": run.request_id}
+                )
+            return run
+        run = await _create_run(session, user, text, self.host_id)
+        if run is not None:
+            self._host(session, run)
+        return run
+
+    async def host_dispatched(self, request_id: str) -> bool:
+        """Claim a run a web process queued for the workers, and host it here."""
+        await self.start()
+        run = await _claim_run(request_id, self.host_id)
+        if run is None:
+            return False  # another worker took it, or the reaper gave up on it
+        session = await _load_session(run.session_id)
+        if session is None:
+            return False
+        self._host(session, run)
+        return True
 
     def _host(self, session: ChatSession, run: Run) -> HostedRun:
         hosted = HostedRun(
@@ -996,6 +1025,14 @@ def _create_run(session: ChatSession, user: Any, text: str, host: str) -> Run | 
 
 
 @sync_to_async
+def _claim_run(request_id: str, host: str) -> Run | None:
+    claimed = Run.objects.filter(request_id=request_id, host="", status=RunStatus.QUEUED).update(
+        host=host, heartbeat_at=timezone.now()
+    )
+    return Run.objects.get(request_id=request_id) if claimed else None
+
+
+@sync_to_async
 def _active_run(session_id: str) -> Run | None:
     return Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).first()
 
@@ -1088,7 +1125,12 @@ def _reap(host_id: str, cutoff: Any) -> list[tuple[str, str, dict[str, Any]]]:
             current_tool="",
             waiting_for=[],
             finished_at=now,
-            error="Interrupted: the server process hosting this run stopped.",
+            error=(
+                "Interrupted: no worker picked this run up (is `manage.py runworker "
+                f"{WORKER_CHANNEL}` running?)."
+                if not run.host
+                else "Interrupted: the server process hosting this run stopped."
+            ),
         )
         if not updated:
             continue

@@ -1108,14 +1108,17 @@ def _record_action(
     )
 
 
-@sync_to_async
-def _reap(host_id: str, cutoff: Any) -> list[tuple[str, str, dict[str, Any]]]:
+def reap_stale_runs_db(host_id: str | None, cutoff: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """Mark active runs not beating since cutoff as interrupted (except host_id's own).
+
+    Each run is updated only while still active, so processes reaping at once
+    never report one run twice. Returns (request id, session id, monitor row).
+    """
     close_old_connections()
-    stale = list(
-        Run.objects.filter(status__in=RunStatus.active(), heartbeat_at__lt=cutoff)
-        .exclude(host=host_id)
-        .select_related("session__owner", "session__profile")
-    )
+    candidates = Run.objects.filter(status__in=RunStatus.active(), heartbeat_at__lt=cutoff)
+    if host_id is not None:
+        candidates = candidates.exclude(host=host_id)
+    stale = list(candidates.select_related("session__owner", "session__profile"))
     reaped = []
     now = timezone.now()
     for run in stale:
@@ -1151,6 +1154,9 @@ def _reap(host_id: str, cutoff: Any) -> list[tuple[str, str, dict[str, Any]]]:
             )
         )
     return reaped
+
+
+_reap = sync_to_async(reap_stale_runs_db)
 
 
 # -- waiting-for bookkeeping -------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""Process start-up for the run host: recover runs of dead processes, start the RunManager.
+
+Daphne implements no ASGI lifespan, so the RunManager starts with the first
+connection this process serves; the database part of the recovery (marking
+runs whose host stopped beating as interrupted) runs at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+
+def recover_stale_runs() -> int:
+    """Mark active runs whose host stopped beating as interrupted (sync, at start-up)."""
+    from .runs import reap_stale_runs_db
+
+    stale_after = float(getattr(settings, "ZETT_STALE_RUN_SECONDS", 10.0))
+    try:
+        reaped = reap_stale_runs_db(None, timezone.now() - timedelta(seconds=stale_after))
+    except DatabaseError as exc:  # e.g. not migrated yet: the reaper loop retries later
+        log.warning("could not recover stale runs at start-up: %s", exc)
+        return 0
+    if reaped:
+        log.warning("marked %d run(s) of stopped processes as interrupted", len(reaped))
+    return len(reaped)
+
+
+class StartRunManager:
+    """ASGI middleware starting this process's RunManager on the first connection."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._started_loops: set[int] = set()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope["type"] in ("http", "websocket"):
+            import asyncio
+
+            loop_id = id(asyncio.get_running_loop())
+            if loop_id not in self._started_loops:
+                from .runs import get_run_manager
+
+                self._started_loops.add(loop_id)
+                try:
+                    await get_run_manager().start()
+                except Exception:
+                    self._started_loops.discard(loop_id)
+                    log.exception("could not start the run manager")
+        return await self.app(scope, receive, send)

@@ -12,11 +12,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zett_site.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from agents.lifecycle import StartRunManager, recover_stale_runs  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
+from agents.runs import WORKER_CHANNEL  # noqa: E402
+from agents.worker import RunWorkerConsumer  # noqa: E402
+
+# Runs of a process that died are marked interrupted before this one serves anything.
+recover_stale_runs()
 
 http_app = django_asgi_app
 if settings.SERVE_STATIC:
@@ -25,11 +31,15 @@ if settings.SERVE_STATIC:
     # Daphne serves no static files; this keeps `make run` a single process.
     http_app = ASGIStaticFilesHandler(django_asgi_app)
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+application = StartRunManager(
+    ProtocolTypeRouter(
+        {
+            "http": http_app,
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+            # `manage.py runworker zett-runs` (ZETT_RUN_WORKERS=1) hosts runs here.
+            "channel": ChannelNameRouter({WORKER_CHANNEL: RunWorkerConsumer.as_asgi()}),
+        }
+    )
 )

@@ -197,8 +197,34 @@ def _channel_layers() -> dict[str, Any]:
 
 CHANNEL_LAYERS = _channel_layers()
 
-# Dotted paths of extra extension/provider modules for the catalog (agents/catalog.py).
+# Dotted paths of extra extensions for the catalog (agents/catalog.py): each names an
+# AgentExtension subclass (optionally with a pydantic `Settings` model) or an ExtensionSpec.
 ZETT_EXTENSIONS = env_list("ZETT_EXTENSIONS")
+
+
+def env_float(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value} must be between {low} and {high}")
+    return value
+
+
+# Run hosting (agents/runs.py).
+# 1: web processes hand new runs to `manage.py runworker zett-runs` processes.
+ZETT_RUN_WORKERS = env_bool("ZETT_RUN_WORKERS", "0")
+# Text deltas are batched into one frame per window (latency vs. frames per second).
+ZETT_DELTA_BATCH_SECONDS = env_float("ZETT_DELTA_BATCH_SECONDS", 0.025, 0.0, 1.0)
+# How often the monitor group gets coalesced rows of changed runs.
+ZETT_MONITOR_INTERVAL_SECONDS = env_float("ZETT_MONITOR_INTERVAL_SECONDS", 0.25, 0.05, 10.0)
+# Hosts beat this often; a run not beating for ZETT_STALE_RUN_SECONDS is interrupted.
+ZETT_HEARTBEAT_SECONDS = env_float("ZETT_HEARTBEAT_SECONDS", 2.0, 0.1, 60.0)
+ZETT_STALE_RUN_SECONDS = env_float("ZETT_STALE_RUN_SECONDS", 10.0, 1.0, 3600.0)
 
 LOG_LEVEL = os.environ.get("ZETT_LOG_LEVEL", "INFO").upper()
 

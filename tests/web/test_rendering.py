@@ -1,0 +1,121 @@
+"""Untrusted model output becomes HTML that cannot run script; fragments escape what they carry."""
+
+from __future__ import annotations
+
+import re
+
+from agents import rendering
+
+
+def test_script_tags_are_shown_as_text_never_as_elements() -> None:
+    html = rendering.render_markdown("hi <script>alert(1)</script> there")
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_img_onerror_is_neutralised() -> None:
+    html = rendering.render_markdown('<img src=x onerror="alert(1)"> and ![pic](x "t")')
+    assert "<img" not in html  # raw HTML is text, and markdown images are not allowed
+    assert not re.search(r"<[^>]+\bonerror\b", html)
+
+
+def test_javascript_and_data_links_are_not_links() -> None:
+    html = rendering.render_markdown(
+        "[click](javascript:alert(1)) [also](JaVaScRiPt:alert(2)) <javascript:alert(3)> "
+        "[d](data:text/html;base64,PHNjcmlwdD4=)"
+    )
+    assert "<a" not in html
+    assert "href" not in html
+
+
+def test_sanitiser_drops_javascript_hrefs_even_in_allowed_anchors() -> None:
+    # Defence in depth: should markdown ever emit such a link, nh3 still removes the href.
+    assert "javascript" not in rendering.sanitize('<a href="javascript:alert(1)">x</a>')
+
+
+def test_raw_html_anchors_with_handlers_stay_text() -> None:
+    html = rendering.render_markdown('<a href="https://x.example" onclick="steal()">x</a>')
+    assert "<a " not in html
+    assert "onclick" in html  # only as escaped text
+    assert "&lt;a href" in html
+
+
+def test_safe_links_get_rel_noopener_noreferrer_nofollow() -> None:
+    html = rendering.render_markdown("[docs](https://example.com/a?b=1)")
+    assert 'href="https://example.com/a?b=1"' in html
+    assert 'rel="noopener noreferrer nofollow"' in html
+
+
+def test_markdown_emphasis_and_code_are_kept() -> None:
+    html = rendering.render_markdown("**bold** *it* `x < 1`\n\n```python\nprint('<b>')\n```")
+    assert "<strong>bold</strong>" in html
+    assert "<em>it</em>" in html
+    assert "<code>x &lt; 1</code>" in html
+    assert "<pre><code>print('&lt;b&gt;')" in html
+
+
+def test_streaming_delta_is_escaped_text_targeting_its_bubble() -> None:
+    fragment = rendering.delta("req-1", 2, "text", '<img src=x onerror="alert(1)">')
+    assert fragment == (
+        '<span hx-swap-oob="beforeend:#answer-req-1-2">'
+        "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;</span>"
+    )
+
+
+def test_reasoning_delta_targets_the_reasoning_span() -> None:
+    assert 'beforeend:#reasoning-r-1"' in rendering.delta("r", 1, "reasoning", "hm")
+
+
+def test_tool_arguments_and_results_are_escaped_in_cards() -> None:
+    call = {"id": "call_1", "name": "calc<b>", "arguments": {"expression": "<script>x</script>"}}
+    result = {"id": "m1", "content": "<img src=x onerror=alert(1)>", "is_error": False}
+    html = rendering.tool_update(call, "completed", result)
+    assert "<script" not in html and "<img" not in html
+    assert "calc&lt;b&gt;" in html
+    assert 'data-state="ok"' in html
+
+
+def test_user_message_content_is_escaped() -> None:
+    html = rendering.append_message({"id": "u1", "role": "user", "content": "<script>x</script>"})
+    assert "<script" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_odd_provider_ids_become_selector_safe_dom_ids() -> None:
+    assert rendering.dom_id("call_abc-1") == "call_abc-1"
+    odd = rendering.dom_id('x" onmouseover="y')
+    assert re.fullmatch(r"h[0-9a-f]{20}", odd)
+
+
+def test_tool_states_cover_running_error_skipped_and_denied() -> None:
+    assert rendering.tool_state(None, "started") == "running"
+    assert rendering.tool_state({"is_error": True}) == "error"
+    assert rendering.tool_state({"skipped": True}) == "skipped"
+    denied = {"is_error": True, "attributes": {"approval": {"decision": "denied"}}}
+    assert rendering.tool_state(denied) == "denied"
+    assert rendering.tool_state({"content": "5"}) == "ok"
+
+
+def test_transcript_folds_tool_results_into_their_call_cards() -> None:
+    messages = [
+        {"id": "u", "role": "user", "content": "2+3?"},
+        {
+            "id": "a",
+            "role": "assistant",
+            "content": "Let me use the calculator tool.",
+            "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "2+3"}}],
+        },
+        {
+            "id": "t",
+            "role": "tool",
+            "tool_call_id": "c1",
+            "tool_name": "calculator",
+            "content": "5",
+        },
+        {"id": "b", "role": "assistant", "content": "The result is 5."},
+    ]
+    items = rendering.transcript_items(messages)
+    assert [item["m"]["id"] for item in items] == ["u", "a", "b"]
+    card = items[1]["cards"][0]
+    assert card["state"] == "ok" and card["result"]["content"] == "5"
+    assert '"expression": "2+3"' in card["arguments"]

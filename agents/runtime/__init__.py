@@ -3,6 +3,8 @@
 Everything public is importable from here; tests pin the list.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .agent import Agent, MaxIterationsExceeded
 from .context import AgentRunContext
 from .errors import AgentProtocolError
@@ -38,8 +40,19 @@ from .model import (
 from .state import AgentRunConfig, AgentState
 from .tools import AgentTool, ServerToolDefinition, ToolDefinition, ToolResult, tool
 
-# Last: the accumulator imports runtime submodules, which are all loaded by now.
-from ..extensions.memory import InMemoryMessageAccumulator  # noqa: E402
+if TYPE_CHECKING:
+    from ..extensions.memory import InMemoryMessageAccumulator
+
+
+def __getattr__(name: str) -> Any:
+    # Re-exported lazily: agents.extensions.memory imports runtime submodules, so an eager
+    # import here fails whenever memory is the first module a process imports.
+    if name == "InMemoryMessageAccumulator":
+        from ..extensions.memory import InMemoryMessageAccumulator
+
+        return InMemoryMessageAccumulator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Agent",

@@ -1,0 +1,112 @@
+"""Agent.compact: restore the session, run on_compact, no input and no model call."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents.extensions.memory import InMemoryMessageAccumulator
+from agents.providers.scripted import GatedModel, ScriptedModel
+from agents.runtime import (
+    Agent,
+    AgentEvent,
+    AgentEventType,
+    AgentExtension,
+    AgentProtocolError,
+    AgentRunConfig,
+    AgentRunContext,
+    CompactionEvent,
+    MessageAppendedEvent,
+)
+
+from .conftest import Recorder, wait
+
+
+class Summariser(AgentExtension):
+    """Compacts everything but the last exchange into a summary, announcing it outward."""
+
+    def __init__(self) -> None:
+        self.restored: list[str] = []
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        dialogue = [m for m in context.state.messages if m.role != "system"]
+        self.restored = [m.content for m in dialogue]  # type: ignore[union-attr]
+        await context.emit(AgentEvent(AgentEventType.COMPACTION_STARTED))
+        await context.publish(
+            CompactionEvent(
+                compressed_from=1,
+                compressed_to=len(dialogue) - 2,
+                kept_from=len(dialogue) - 1,
+                kept_to=len(dialogue),
+                summary="Q1 was answered with A1.",
+            )
+        )
+        await context.emit(AgentEvent(AgentEventType.COMPACTION_COMPLETED, data={"kept": 2}))
+
+
+async def test_compact_restores_then_runs_on_compact_without_input_or_model(
+    log: list[str], recorder: Recorder, config: AgentRunConfig
+) -> None:
+    memory = InMemoryMessageAccumulator()
+    summariser = Summariser()
+    model = ScriptedModel(["A1", "A2"])
+    agent = Agent(model, extensions=[memory, summariser, recorder])
+    await agent.run("Q1", config=config)
+    await agent.run("Q2", config=config)
+    log.clear()
+    recorder.events.clear()
+    calls_before = model.calls
+
+    events = await agent.compact(config=config)
+
+    assert model.calls == calls_before == 2
+    assert summariser.restored == ["Q1", "A1", "Q2", "A2"]
+    assert [entry for entry in log if not entry.startswith("on_event")] == [
+        "on_tool",
+        "on_state",
+        "on_compact",
+    ]
+    appended_roles = [
+        e.message.role for e in recorder.events if isinstance(e, MessageAppendedEvent)
+    ]
+    assert set(appended_roles) <= {"system"}
+    assert [(e.type, e.session_id) for e in events] == [
+        (AgentEventType.COMPACTION_STARTED, "session-1"),
+        (AgentEventType.COMPACTION_COMPLETED, "session-1"),
+    ]
+    assert dict(events[1].data) == {"kept": 2}
+    assert [m.content for m in memory.messages("session-1")] == [
+        "Summary of the earlier conversation:\nQ1 was answered with A1.",
+        "Q2",
+        "A2",
+    ]
+
+
+async def test_compact_on_a_busy_session_is_refused(config: AgentRunConfig) -> None:
+    model = GatedModel(["Ok."])
+    agent = Agent(model)
+    run = asyncio.create_task(agent.run("hi", config=config))
+    await wait(model.entered.wait())
+
+    with pytest.raises(AgentProtocolError):
+        await agent.compact(config=config)
+    model.gate.set()
+
+    assert (await wait(run)).content == "Ok."
+
+
+async def test_compact_failure_goes_through_on_error(
+    log: list[str], recorder: Recorder, config: AgentRunConfig
+) -> None:
+    class Broken(AgentExtension):
+        async def on_compact(self, context: AgentRunContext) -> None:
+            raise ValueError("summary model unavailable")
+
+    agent = Agent(ScriptedModel(), extensions=[Broken(), recorder])
+
+    with pytest.raises(ValueError, match="summary model unavailable"):
+        await agent.compact(config=config)
+
+    assert log[-1] == "on_error"
+    assert not agent.is_active("session-1") and not recorder.pending

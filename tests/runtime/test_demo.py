@@ -1,0 +1,116 @@
+"""The offline demo: DemoModel with DemoToolsExtension answers sums, tells time and echoes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agents.extensions.demo_tools import DemoToolsExtension, calculator, evaluate
+from agents.providers.demo import DemoModel
+from agents.providers.scripted import ScriptedModel, tool_call
+from agents.runtime import Agent, AgentEvent, AgentEventType, AssistantMessage, ToolMessage
+
+from .conftest import collect
+
+
+def demo_agent() -> Agent:
+    return Agent(DemoModel(delay=0), extensions=[DemoToolsExtension()])
+
+
+def tool_events(events: list[AgentEvent]) -> list[tuple[str, str]]:
+    return [
+        (event.tool_call.name, event.message.content)
+        for event in events
+        if event.type in (AgentEventType.TOOL_COMPLETED, AgentEventType.TOOL_FAILED)
+        and event.tool_call is not None
+        and event.message is not None
+    ]
+
+
+async def test_demo_answers_arithmetic_with_the_calculator() -> None:
+    events = await collect(demo_agent(), "what is 2*(3+4)?")
+
+    assert tool_events(events) == [("calculator", "14")]
+    final = events[-1].message
+    assert final is not None and "14" in final.content
+    assert final.content == "The result is 14."
+
+
+async def test_demo_tells_the_time_with_the_clock() -> None:
+    events = await collect(demo_agent(), "What time is it?")
+
+    ((name, content),) = tool_events(events)
+    assert name == "clock"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", content)
+    assert events[-1].message is not None and content in events[-1].message.content
+
+
+async def test_demo_echoes_plain_text_without_tools() -> None:
+    events = await collect(demo_agent(), "hello   there")
+
+    assert tool_events(events) == []
+    final = events[-1].message
+    assert final is not None and final.content.startswith('You said: "hello there".')
+    streamed = "".join(e.delta for e in events if e.type is AgentEventType.TEXT_DELTA)
+    assert streamed == final.content
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os').system('echo pwned')",
+        "open('/etc/passwd').read()",
+        "(1).__class__",
+        "[1, 2, 3]",
+        "x + 1",
+        "'a' * 3",
+        "1 if 1 else 2",
+    ],
+)
+def test_calculator_refuses_anything_but_arithmetic(expression: str) -> None:
+    with pytest.raises(ValueError):
+        evaluate(expression)
+
+
+@pytest.mark.parametrize("expression", ["2**100000", "10 ** -5000", "9^99999"])
+def test_calculator_refuses_huge_exponents(expression: str) -> None:
+    with pytest.raises(ValueError, match="exponent too large"):
+        evaluate(expression)
+
+
+@pytest.mark.xfail(
+    reason="demo_tools.evaluate only bounds each exponent, so nested powers (2**999)**999 "
+    "compute a million-bit number (((9**999)**999)**999 never finishes)",
+    strict=True,
+)
+def test_calculator_refuses_nested_powers_with_a_huge_result() -> None:
+    with pytest.raises(ValueError):
+        evaluate("(2**999)**999")
+
+
+def test_calculator_evaluates_ordinary_arithmetic() -> None:
+    assert evaluate("2*(3+4)") == 14
+    assert evaluate("7 / 2") == 3.5
+    assert evaluate("-3 ** 2") == -9
+    with pytest.raises(ValueError, match="division by zero"):
+        evaluate("1/0")
+
+
+async def test_refused_expression_reaches_the_model_as_a_failed_tool_result() -> None:
+    model = ScriptedModel(
+        [
+            AssistantMessage(
+                "", tool_calls=(tool_call("calculator", {"expression": "__import__('os')"}),)
+            ),
+            "Sorry.",
+        ]
+    )
+    agent = Agent(model, extensions=[DemoToolsExtension()])
+
+    await agent.run("hack")
+
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolMessage)
+    assert result.is_error and result.name == calculator.name
+    assert "unsupported element in expression" in result.content

@@ -1,0 +1,93 @@
+"""The public names of agents.runtime, pinned (ARCHITECTURE.md, "Public names")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agents.runtime
+from agents.extensions import memory
+
+REPO = Path(__file__).resolve().parents[2]
+
+DOCUMENTED = {
+    "Agent",
+    "AgentRunConfig",
+    "AgentState",
+    "AgentRunContext",
+    "AgentExtension",
+    "AgentPhase",
+    "AgentEvent",
+    "AgentEventType",
+    "ExtensionEvent",
+    "MessageAppendedEvent",
+    "CompactionEvent",
+    "RunCancelledEvent",
+    "ExternalEvent",
+    "ExternalEventExtension",
+    "SystemMessage",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolMessage",
+    "ToolCall",
+    "AnyMessage",
+    "AgentModel",
+    "ModelRequest",
+    "ModelEvent",
+    "ModelResponse",
+    "ModelUsage",
+    "ToolDefinition",
+    "ServerToolDefinition",
+    "AgentTool",
+    "tool",
+    "ToolResult",
+    "AgentProtocolError",
+    "InMemoryMessageAccumulator",
+}
+
+
+def test_all_contains_every_documented_name() -> None:
+    assert DOCUMENTED - set(agents.runtime.__all__) == set()
+
+
+def test_every_name_in_all_is_importable_and_listed_once() -> None:
+    exported = agents.runtime.__all__
+
+    assert len(exported) == len(set(exported))
+    missing = [name for name in exported if not hasattr(agents.runtime, name)]
+    assert missing == []
+    namespace: dict[str, object] = {}
+    exec("from agents.runtime import *", namespace)
+    assert set(exported) <= set(namespace)
+
+
+def test_accumulator_is_re_exported_not_redefined() -> None:
+    assert agents.runtime.InMemoryMessageAccumulator is memory.InMemoryMessageAccumulator
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from agents.extensions.memory import InMemoryMessageAccumulator",
+        "from agents.runtime import InMemoryMessageAccumulator",
+        "from agents.runtime.agent import Agent",
+        "from agents.runtime.external import ExternalEventExtension",
+        "from agents.extensions.demo_tools import DemoToolsExtension",
+        "from agents.providers.scripted import ScriptedModel",
+        "from agents.providers.demo import DemoModel",
+    ],
+)
+def test_documented_import_works_as_the_first_import_of_a_process(statement: str) -> None:
+    # Import cycles only show when a module is the first one a fresh interpreter loads.
+    result = subprocess.run(
+        [sys.executable, "-c", statement],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,11 +1,15 @@
-"""Page URLs of the agents app (placeholder home until the session views land)."""
+"""Page URLs of the agents app."""
 
-from django.contrib.auth.decorators import login_required
 from django.urls import path
-from django.views.generic import TemplateView
+
+from . import views
 
 app_name = "agents"
 
 urlpatterns = [
-    path("", login_required(TemplateView.as_view(template_name="base.html")), name="home"),
+    path("", views.home, name="home"),
+    path("sessions/new/", views.new_session, name="new_session"),
+    path("sessions/<str:session_id>/", views.session_chat, name="session"),
+    path("monitor/", views.monitor, name="monitor"),
+    path("runs/<str:request_id>/", views.run_detail, name="run"),
 ]

@@ -1,0 +1,109 @@
+"""What a browser may submit: the new-chat form and the JSON frames of the two sockets.
+
+A frame is validated completely before anything acts on it; a bad one raises FrameError, whose
+code and detail the consumer sends back as an error fragment, and nothing else happens.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+
+from .models import AgentProfile
+
+MAX_FRAME_BYTES = 64 * 1024
+MAX_TEXT = 10_000
+MAX_REASON = 2_000
+MAX_ID = 200
+
+#: Frame types a chat socket accepts; the monitor accepts the same except "message".
+CHAT_FRAME_TYPES = frozenset({"message", "approve", "deny", "answer", "steer", "cancel"})
+MONITOR_FRAME_TYPES = CHAT_FRAME_TYPES - {"message"}
+
+
+class NewChatForm(forms.Form):
+    profile = forms.ModelChoiceField(
+        queryset=AgentProfile.objects.filter(is_active=True), empty_label=None
+    )
+    title = forms.CharField(max_length=200, required=False)
+
+
+class FrameError(ValueError):
+    """A frame that is refused: `code` is a stable token, `detail` a sentence for people."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One valid browser frame: what to do, its payload, and (monitor) which session."""
+
+    type: str  # one of CHAT_FRAME_TYPES
+    payload: dict[str, Any] = field(default_factory=dict)  # the checked fields only
+    session_id: str = ""  # monitor frames name the session they act on
+
+
+def _text(data: dict[str, Any], name: str, *, limit: int, required: bool = True) -> str:
+    value = data.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise FrameError("invalid", f"'{name}' must be a string.")
+    value = value.strip()
+    if required and not value:
+        raise FrameError("invalid", f"'{name}' must not be empty.")
+    if len(value) > limit:
+        raise FrameError("invalid", f"'{name}' is longer than {limit} characters.")
+    return value
+
+
+def _payload(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    if kind in ("message", "steer"):
+        return {"text": _text(data, "text", limit=MAX_TEXT)}
+    if kind in ("approve", "deny"):
+        payload = {"id": _text(data, "id", limit=MAX_ID)}
+        reason = _text(data, "reason", limit=MAX_REASON, required=False)
+        if reason:
+            payload["reason"] = reason
+        return payload
+    if kind == "answer":
+        return {
+            "id": _text(data, "id", limit=MAX_ID),
+            "answer": _text(data, "answer", limit=MAX_TEXT),
+        }
+    return {}  # cancel carries nothing
+
+
+def parse_frame(
+    raw: str | bytes | None,
+    *,
+    allowed: frozenset[str] = CHAT_FRAME_TYPES,
+    needs_session: bool = False,
+) -> Frame:
+    """Decode and check one frame; raise FrameError for anything not exactly as expected."""
+    if raw is None:
+        raise FrameError("invalid", "Empty frame.")
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_FRAME_BYTES:
+        raise FrameError("too_large", f"Frame larger than {MAX_FRAME_BYTES // 1024} KiB.")
+    if isinstance(raw, bytes):
+        raise FrameError("invalid", "Binary frames are not accepted.")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise FrameError("bad_json", "Frame is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise FrameError("not_object", "Frame must be a JSON object.")
+    kind = data.get("type")
+    if not isinstance(kind, str) or kind not in allowed:
+        raise FrameError("unknown_type", "Unknown frame type.")
+    session_id = ""
+    if needs_session:
+        session_id = _text(data, "session", limit=MAX_ID)
+    return Frame(kind, _payload(kind, data), session_id)

@@ -1,0 +1,101 @@
+"""The agents app's pages: my sessions, a chat, the live monitor and a run's trace."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from . import queries, rendering, timeline
+from .access import may_use_session
+from .forms import NewChatForm
+from .models import ChatSession, OperatorAction
+
+
+def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
+    """The session if this user may see it; a 404 otherwise, so its existence does not leak."""
+    session = ChatSession.objects.select_related("profile", "owner").filter(pk=session_id).first()
+    if session is None or not may_use_session(request.user, session.owner_id):
+        raise Http404("No such session.")
+    return session
+
+
+def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
+    sessions = ChatSession.objects.filter(owner=request.user).select_related("profile")
+    return render(request, "agents/home.html", {"form": form, "sessions": sessions}, status=status)
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return _home(request, NewChatForm())
+
+
+@login_required
+@require_POST
+def new_session(request: HttpRequest) -> HttpResponse:
+    form = NewChatForm(request.POST)
+    if not form.is_valid():
+        return _home(request, form, status=400)
+    now = timezone.now()
+    session = ChatSession.objects.create(
+        owner=request.user,
+        profile=form.cleaned_data["profile"],
+        title=form.cleaned_data["title"],
+        created_at=now,
+        updated_at=now,
+    )
+    return redirect("agents:session", session_id=session.pk)
+
+
+@login_required
+@require_GET
+def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
+    session = _visible_session(request, session_id)
+    runs = list(queries.runs_with_names().filter(session=session))
+    active = next((run for run in runs if run.is_active), None)
+    view = rendering.run_view(queries.row(active)) if active else None
+    context = {
+        "session": session,
+        "items": rendering.transcript_items(queries.transcript(session)),
+        "run": view,
+        "waiting_run": view,
+        "runs": runs,
+    }
+    return render(request, "agents/chat.html", context)
+
+
+@login_required
+@require_GET
+def monitor(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_staff:
+        raise PermissionDenied("The monitor is for staff.")
+    active, recent = queries.monitor_runs()
+    return render(
+        request,
+        "agents/monitor.html",
+        {
+            "active": [rendering.run_view(row) for row in active],
+            "recent": [rendering.run_view(row) for row in recent],
+        },
+    )
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    run = (
+        queries.runs_with_names().select_related("started_by").filter(request_id=request_id).first()
+    )
+    if run is None or not may_use_session(request.user, run.session.owner_id):
+        raise Http404("No such run.")
+    context = {
+        "run": rendering.run_view(queries.row(run)),
+        "session": run.session,
+        "turns": timeline.build(list(run.events.order_by("seq"))),
+        "actions": OperatorAction.objects.filter(run=run).select_related("user"),
+    }
+    return render(request, "agents/run_detail.html", context)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -208,9 +207,15 @@ class AgentExtension:
 
 
 async def _pass_through(request: Any, call_next: ModelCallNext) -> AsyncIterator[Any]:
-    async with aclosing(call_next(request)) as inner:
+    inner = call_next(request)
+    try:
         async for event in inner:
             yield event
+    finally:
+        # The model protocol promises only an AsyncIterator; close it when it can be closed.
+        aclose = getattr(inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 HOOK_NAMES: tuple[str, ...] = (

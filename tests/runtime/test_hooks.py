@@ -467,3 +467,37 @@ async def test_model_usage_is_reported_per_call_and_summed_on_run_completed() ->
     per_call = [e.usage for e in events if e.type is AgentEventType.MODEL_COMPLETED]
     assert per_call == [ModelUsage(10, 2), ModelUsage(10, 2)]
     assert events[-1].usage == ModelUsage(20, 4)
+
+
+class IteratorModel:
+    """A model whose stream is a plain AsyncIterator (no aclose), as the protocol allows."""
+
+    class _Events:
+        def __init__(self, events: list[ModelEvent]) -> None:
+            self.pending = list(events)
+
+        def __aiter__(self) -> IteratorModel._Events:
+            return self
+
+        async def __anext__(self) -> ModelEvent:
+            if not self.pending:
+                raise StopAsyncIteration
+            return self.pending.pop(0)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        done = ModelResponse(AssistantMessage("Plain."))
+        return self._Events([ModelEvent.text("Plain."), ModelEvent.completed(done)])
+
+
+async def test_default_model_layer_accepts_a_plain_async_iterator() -> None:
+    class Observer(AgentExtension):
+        def on_model_request(
+            self, context: AgentRunContext, request: ModelRequest, call_next: Any
+        ) -> AsyncIterator[ModelEvent]:
+            return super().on_model_request(context, request, call_next)
+
+    agent = Agent(IteratorModel(), extensions=[Observer()])
+
+    answer = await agent.run("hi")
+
+    assert answer.content == "Plain."

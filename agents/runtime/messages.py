@@ -116,9 +116,16 @@ MESSAGE_TYPES: tuple[type, ...] = (SystemMessage, UserMessage, AssistantMessage,
 
 
 def copy_message(message: AnyMessage) -> AnyMessage:
-    """Return an independent copy: same identity, own attributes dict."""
+    """Return an independent copy: same identity, own attributes and tool-call arguments."""
     import copy
 
     duplicate = copy.copy(message)
     duplicate.attributes = copy.deepcopy(message.attributes)
+    if isinstance(duplicate, AssistantMessage) and duplicate.tool_calls:
+        # ToolCall is frozen but its arguments dict is not; sharing it would let one
+        # request's edits leak into remembered history.
+        duplicate.tool_calls = tuple(
+            ToolCall(call.id, call.name, copy.deepcopy(call.arguments))
+            for call in duplicate.tool_calls
+        )
     return duplicate

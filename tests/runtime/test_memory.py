@@ -251,3 +251,27 @@ async def test_restore_closes_a_tool_call_left_without_result(config: AgentRunCo
     closing = history[3]
     assert isinstance(closing, ToolMessage)
     assert (closing.tool_call_id, closing.is_error, closing.persist) == ("c1", True, False)
+
+
+async def test_restored_tool_call_arguments_are_independent_of_memory(
+    config: AgentRunConfig,
+) -> None:
+    class Rewrite(AgentExtension):
+        async def before_run(self, context: AgentRunContext) -> None:
+            for message in context.state.messages:
+                if isinstance(message, AssistantMessage):
+                    for call in message.tool_calls:
+                        call.arguments["a"] = 999
+
+    memory = InMemoryMessageAccumulator()
+    model = ScriptedModel(
+        [AssistantMessage("", tool_calls=(tool_call("add", {"a": 1, "b": 1}),)), "A1", "A2"]
+    )
+    await Agent(model, tools=[add], extensions=[memory]).run("Q1", config=config)
+
+    await Agent(model, tools=[add], extensions=[memory, Rewrite()]).run("Q2", config=config)
+    memory.messages("session-1")[1].tool_calls[0].arguments["b"] = 999  # type: ignore[union-attr]
+
+    remembered = memory.messages("session-1")[1]
+    assert isinstance(remembered, AssistantMessage)
+    assert remembered.tool_calls[0].arguments == {"a": 1, "b": 1}

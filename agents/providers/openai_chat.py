@@ -1,0 +1,367 @@
+"""OpenAIChatModel: the model protocol over the Chat Completions streaming API.
+
+Works with OpenAI itself and with servers that speak the same API: vLLM, the llama.cpp
+server, Ollama's ``/v1``, LM Studio. The official ``openai`` SDK does the HTTP, the
+retries (429, 5xx, timeouts, with the server's ``retry-after``/``retry-after-ms``) and the
+SSE decoding; this module converts our conversation to the wire format, turns the chunks
+into ModelEvents and every failure into a ProviderError.
+
+Tool-call arguments arrive as JSON text split across chunks. They are assembled per call
+index and decoded once the stream ends. Text that is not a JSON object is kept as
+``{"_raw": "<the text>"}``: the tool's argument validation then rejects it with a message
+the model can read and correct, and when the conversation is sent back the raw text is
+restored, so the model sees exactly what it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..runtime.messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, ToolCallDelta
+from ..runtime.tools import ToolDefinition
+from .errors import (
+    ProviderError,
+    connection_error,
+    incomplete_stream_error,
+    scrub,
+    status_error,
+    timeout_error,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - the dependency is declared
+    raise ImportError(
+        "OpenAIChatModel needs the 'openai' package: pip install 'openai>=1.40'"
+    ) from exc
+
+PROVIDER = "openai"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Self-hosted servers ignore the key, but the SDK (and some servers) want a non-empty one.
+PLACEHOLDER_KEY = "not-needed"
+RAW_ARGUMENTS = "_raw"
+
+_FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+def decode_arguments(text: str) -> dict[str, Any]:
+    """Decode streamed tool-call arguments; anything but a JSON object becomes {"_raw": text}."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {RAW_ARGUMENTS: text}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS: text}
+
+
+def encode_arguments(arguments: dict[str, Any]) -> str:
+    """The inverse of decode_arguments: raw text the model produced goes back unchanged."""
+    if set(arguments) == {RAW_ARGUMENTS} and isinstance(arguments[RAW_ARGUMENTS], str):
+        return str(arguments[RAW_ARGUMENTS])
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def to_chat_messages(messages: tuple[AnyMessage, ...]) -> list[dict[str, Any]]:
+    """Our conversation as Chat Completions ``messages``."""
+    converted: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            converted.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            converted.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                # The canonical form of a text-less tool-call turn is a null content.
+                entry["content"] = message.content or None
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": encode_arguments(call.arguments),
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+            converted.append(entry)
+        elif isinstance(message, ToolMessage):
+            converted.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+        else:
+            raise TypeError(f"cannot send {type(message).__name__} to a chat model")
+    return converted
+
+
+def to_chat_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    """Our tool definitions as Chat Completions ``tools``."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": definition.name,
+                "description": definition.description,
+                "parameters": dict(definition.parameters),
+            },
+        }
+        for definition in tools
+    ]
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    """One tool call being assembled from its streamed fragments."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+def _is_openai_host(base_url: str | None) -> bool:
+    if base_url is None:
+        return True
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host == "api.openai.com"
+
+
+class OpenAIChatModel:
+    """A Chat Completions model; the API key is read from ``api_key_env`` on every call."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("OpenAIChatModel needs a model name")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if max_retries < 0:
+            raise ValueError("max_retries cannot be negative")
+        self.model = model
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.extra_headers = dict(extra_headers or {})
+
+    @property
+    def where(self) -> str:
+        """How messages name the server."""
+        if self.base_url is None:
+            return "OpenAI"
+        return f"OpenAI-compatible provider at {self.base_url}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.model!r}, base_url={self.base_url!r})"
+
+    def _api_key(self) -> str:
+        key = os.environ.get(self.api_key_env, "").strip()
+        if key:
+            return key
+        if _is_openai_host(self.base_url):
+            raise ProviderError(
+                f"{self.where} needs an API key, but the environment variable "
+                f"{self.api_key_env} is not set. Set it, or point base_url at a "
+                "self-hosted server.",
+                provider=PROVIDER,
+                kind="config",
+            )
+        return PLACEHOLDER_KEY
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create`` (without the client options)."""
+        if request.server_tools:
+            raise ProviderError(
+                f"{self.where} cannot run provider-hosted tools "
+                f"({', '.join(t.type for t in request.server_tools)}): the Chat Completions API "
+                "has none. Remove them from this agent or use a provider that offers them.",
+                provider=PROVIDER,
+                kind="config",
+            )
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_chat_messages(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = to_chat_tools(request.tools)
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            # OpenAI's reasoning models refuse the older name; self-hosted servers know only it.
+            name = "max_completion_tokens" if _is_openai_host(self.base_url) else "max_tokens"
+            body[name] = self.max_tokens
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        key = self._api_key()
+        body = self.request_body(request)
+        # A client per call: its connection pool belongs to the running event loop, and
+        # closing it guarantees the HTTP stream is closed on cancellation.
+        client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url or DEFAULT_BASE_URL,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            default_headers=self.extra_headers or None,
+        )
+        async with client:
+            try:
+                chunks = await client.chat.completions.create(**body)
+            except openai.OpenAIError as exc:
+                raise self._translate(exc, key, streaming=False) from exc
+            async with chunks, aclosing(self._events(chunks, key)) as events:
+                async for event in events:
+                    yield event
+
+    async def _events(self, chunks: Any, key: str) -> AsyncGenerator[ModelEvent, None]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _PartialCall] = {}
+        finish_reason: str | None = None
+        usage = ModelUsage()
+        iterator = chunks.__aiter__()
+        while True:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                break
+            except openai.OpenAIError as exc:
+                raise self._translate(exc, key, streaming=True) from exc
+            if chunk.usage is not None:
+                usage = ModelUsage(
+                    input_tokens=chunk.usage.prompt_tokens or 0,
+                    output_tokens=chunk.usage.completion_tokens or 0,
+                )
+            for choice in chunk.choices or ():
+                if choice.index != 0:
+                    continue  # we never ask for n > 1
+                delta = choice.delta
+                # vLLM and llama.cpp send reasoning_content; newer vLLM and Ollama say reasoning.
+                thought = getattr(delta, "reasoning_content", None) or getattr(
+                    delta, "reasoning", None
+                )
+                if isinstance(thought, str) and thought:
+                    reasoning.append(thought)
+                    yield ModelEvent.reasoning(thought)
+                if delta.content:
+                    text.append(delta.content)
+                    yield ModelEvent.text(delta.content)
+                for part in delta.tool_calls or ():
+                    partial = calls.setdefault(part.index, _PartialCall())
+                    name = part.function.name if part.function else None
+                    fragment = (part.function.arguments if part.function else None) or ""
+                    if part.id:
+                        partial.id = part.id
+                    if name and not partial.name:
+                        partial.name = name
+                    partial.arguments.append(fragment)
+                    yield ModelEvent.tool_call(
+                        ToolCallDelta(
+                            index=part.index, id=part.id or None, name=name, arguments=fragment
+                        )
+                    )
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
+        if finish_reason is None:
+            raise incomplete_stream_error(provider=PROVIDER, where=self.where)
+        tool_calls = tuple(
+            ToolCall(
+                id=partial.id or f"call_{index}",
+                name=partial.name,
+                arguments=decode_arguments("".join(partial.arguments)),
+            )
+            for index, partial in sorted(calls.items())
+            if partial.name
+        )
+        reason = _FINISH_REASONS.get(finish_reason, finish_reason)
+        if tool_calls and reason == "stop":
+            reason = "tool_calls"  # Ollama reports "stop" even when it calls tools
+        message = AssistantMessage(
+            "".join(text), tool_calls=tool_calls, reasoning="".join(reasoning) or None
+        )
+        yield ModelEvent.completed(
+            ModelResponse(message=message, finish_reason=reason, usage=usage)
+        )
+
+    def _translate(self, exc: Exception, key: str, *, streaming: bool) -> ProviderError:
+        where = self.where
+        if isinstance(exc, openai.APITimeoutError):
+            return timeout_error(
+                provider=PROVIDER,
+                where=where,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+                streaming=streaming,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return connection_error(provider=PROVIDER, where=where, cause=exc, streaming=streaming)
+        if isinstance(exc, openai.APIStatusError):
+            return status_error(
+                provider=PROVIDER,
+                where=where,
+                status=exc.status_code,
+                detail=scrub(_server_message(exc), key),
+                model=self.model,
+                api_key_env=self.api_key_env,
+                max_retries=self.max_retries,
+            )
+        if isinstance(exc, openai.APIError):
+            # An error object inside a 200 stream: the server gave up mid-answer.
+            return ProviderError(
+                f"{where} reported an error while answering: {scrub(_server_message(exc), key)}",
+                provider=PROVIDER,
+                kind="server",
+            )
+        return ProviderError(
+            f"{where} could not be used: {scrub(str(exc), key)}", provider=PROVIDER, kind="config"
+        )
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    if isinstance(body, str):
+        return body
+    return getattr(exc, "message", "") or str(exc)

@@ -45,8 +45,10 @@ class Listener:
     async def finished(self, request_id: str | None = None) -> dict[str, Any]:
         """The run.finished frame (of request_id when given)."""
         return await self.until(
-            lambda frame: frame.get("type") == "run.finished"
-            and (request_id is None or frame.get("request_id") == request_id)
+            lambda frame: (
+                frame.get("type") == "run.finished"
+                and (request_id is None or frame.get("request_id") == request_id)
+            )
         )
 
     def of(self, request_id: str) -> list[dict[str, Any]]:
@@ -122,11 +124,6 @@ async def create_session(owner: Any, profile: Any, title: str = "") -> Any:
     from agents.models import ChatSession
 
     return await ChatSession.objects.acreate(owner=owner, profile=profile, title=title)
-
-
-def scripted(*responses: str, delay: float = 0.0, repeat_last: bool = False) -> dict[str, Any]:
-    """Provider settings of the scripted provider."""
-    return {"responses": list(responses), "delay": delay, "repeat_last": repeat_last}
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ class _Turn:
 class _Channel:
     """A single-consumer event buffer: the run task puts, the stream drains in batches."""
 
-    __slots__ = ("items", "waiter", "finished")
+    __slots__ = ("finished", "items", "waiter")
 
     def __init__(self) -> None:
         self.items: list[AgentEvent] = []
@@ -127,7 +127,9 @@ class Agent:
             if not isinstance(extension, AgentExtension):
                 raise TypeError(f"{extension!r} is not an AgentExtension")
             if extension.name in names:
-                raise ValueError(f"two extensions are named {extension.name!r}; names must be unique")
+                raise ValueError(
+                    f"two extensions are named {extension.name!r}; names must be unique"
+                )
             names.add(extension.name)
         tool_names: set[str] = set()
         for static_tool in tools:
@@ -193,7 +195,7 @@ class Agent:
         Returns the events extensions emitted during the pass.
         """
         emitted: list[AgentEvent] = []
-        context, out, _ = self._open(config, emitted.append)
+        context, _, _ = self._open(config, emitted.append)
         state = context.state
         try:
             state.phase = _P.LOADING_CONTEXT
@@ -334,7 +336,9 @@ class Agent:
             await context.flush_message_events()
             final_input = context.input_message
             if not isinstance(final_input, UserMessage):
-                raise AgentProtocolError("on_message must leave a UserMessage in context.input_message")
+                raise AgentProtocolError(
+                    "on_message must leave a UserMessage in context.input_message"
+                )
             now = time.time()
             await context.append_message(final_input, MessageTiming(now, now))
             for extension in self._hooks["before_run"]:
@@ -433,7 +437,9 @@ class Agent:
             answer = response.message
             state.usage = state.usage + response.usage
             turn.open_calls = {call.id: call for call in answer.tool_calls}
-            await context.append_message(answer, MessageTiming(started, time.time()), response.usage)
+            await context.append_message(
+                answer, MessageTiming(started, time.time()), response.usage
+            )
             out(
                 _ET.MODEL_COMPLETED,
                 message=answer,
@@ -464,7 +470,9 @@ class Agent:
         try:
             async for event in stream:
                 if response is not None:
-                    raise AgentProtocolError("the model stream continued after its completed response")
+                    raise AgentProtocolError(
+                        "the model stream continued after its completed response"
+                    )
                 kind = event.kind
                 if kind == "text":
                     out(_ET.TEXT_DELTA, delta=event.delta, iteration=iteration)
@@ -563,7 +571,11 @@ class Agent:
         await context.append_message(message, MessageTiming(started, time.time()))
         turn.open_calls.pop(call.id, None)
         state.phase = _P.READY
-        out(_ET.TOOL_FAILED if message.is_error else _ET.TOOL_COMPLETED, tool_call=call, message=message)
+        out(
+            _ET.TOOL_FAILED if message.is_error else _ET.TOOL_COMPLETED,
+            tool_call=call,
+            message=message,
+        )
 
     def _tool_chain(self, context: AgentRunContext) -> Callable[[ToolCall], Any]:
         async def invoke(call: ToolCall) -> ToolResult:

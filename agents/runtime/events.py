@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .model import ModelUsage
 
 
-class AgentPhase(str, enum.Enum):
+class AgentPhase(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str(member)
     """Where a request is in its lifecycle; every outward event carries one."""
 
     CREATED = "created"
@@ -31,7 +31,7 @@ class AgentPhase(str, enum.Enum):
         return self in (AgentPhase.COMPLETED, AgentPhase.FAILED, AgentPhase.CANCELLED)
 
 
-class AgentEventType(str, enum.Enum):
+class AgentEventType(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str(member)
     """Kinds of outward events a request streams to its caller."""
 
     RUN_STARTED = "run_started"

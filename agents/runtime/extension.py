@@ -50,7 +50,8 @@ class AgentExtension:
     @property
     def pending(self) -> bool:
         """True while any request (of any Agent) that uses this instance is active."""
-        return self.__dict__.get("_pending_requests", 0) > 0
+        active: int = self.__dict__.get("_pending_requests", 0)
+        return active > 0
 
     # -- setup: tools, state, input (each group is a barrier) ----------------------
 

@@ -1,4 +1,4 @@
-"""ExternalEventExtension: a run waits for input from outside, keyed by session and correlation id."""
+"""ExternalEventExtension: a run waits for outside input, keyed by session and correlation id."""
 
 from __future__ import annotations
 
@@ -51,11 +51,11 @@ class ExternalEventExtension(AgentExtension):
     correlation_field: ClassVar[str] = "id"
 
     def _waits_state(self) -> tuple[threading.Lock, dict[tuple[str, str], _Wait]]:
-        state = self.__dict__.get("_external_waits")
+        state: tuple[threading.Lock, dict[tuple[str, str], _Wait]] | None = self.__dict__.get(
+            "_external_waits"
+        )
         if state is None:
-            state = self.__dict__.setdefault(
-                "_external_waits", (threading.Lock(), {})
-            )
+            state = self.__dict__.setdefault("_external_waits", (threading.Lock(), {}))
         return state
 
     # -- run side ---------------------------------------------------------------------
@@ -80,7 +80,10 @@ class ExternalEventExtension(AgentExtension):
             )
 
     async def wait_for(
-        self, context: AgentRunContext, correlation_id: str, timeout: float | None = None
+        self,
+        context: AgentRunContext,
+        correlation_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 -- public keyword; approval and ask_user use it
     ) -> Any:
         """Wait for the answer (opening the wait if needed); TimeoutError after timeout.
 
@@ -100,9 +103,7 @@ class ExternalEventExtension(AgentExtension):
                 with lock:
                     if not wait.answered:
                         wait.answered = True
-                        raise TimeoutError(
-                            f"no answer for {correlation_id!r} within {timeout:g} s"
-                        )
+                        raise TimeoutError(f"no answer for {correlation_id!r} within {timeout:g} s")
                 # An answer was accepted just as the timeout fired: it is on its way.
             return await wait.future
         finally:

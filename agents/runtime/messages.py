@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .ids import new_uuid7
 
@@ -110,7 +110,7 @@ class ToolMessage(_MessageBase):
         self._check_base()
 
 
-AnyMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage]
+AnyMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 
 MESSAGE_TYPES: tuple[type, ...] = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 

@@ -80,7 +80,7 @@ Handler = Callable[..., Any]
 class AgentTool:
     """A named local tool: its definition plus an executor validating arguments."""
 
-    __slots__ = ("definition", "_handler", "_validator", "_is_async")
+    __slots__ = ("_handler", "_is_async", "_validator", "definition")
 
     def __init__(
         self,

@@ -233,6 +233,22 @@ async def test_on_tool_call_may_adjust_the_arguments() -> None:
     assert (message.tool_call_id, message.content) == ("c1", "6")
 
 
+async def test_on_tool_call_error_becomes_a_failed_tool_result() -> None:
+    class Guard(AgentExtension):
+        async def on_tool_call(
+            self, context: AgentRunContext, call: ToolCall, call_next: Any
+        ) -> ToolResult:
+            raise PermissionError("not allowed here")
+
+    model = calls_then("Understood.", tool_call("add", {"a": 1, "b": 2}, id="c1"))
+    store = Appended()
+    answer = await Agent(model, tools=[add], extensions=[Guard(), store]).run("go")
+
+    (message,) = store.tool_messages()
+    assert message.is_error and "not allowed here" in message.content
+    assert answer.content == "Understood."
+
+
 # -- after_tool -----------------------------------------------------------------------------
 
 

@@ -27,6 +27,8 @@ _BINARY = {
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _MAX_EXPONENT = 1000
 _MAX_LENGTH = 200
+# Results are bounded in size, not only exponents: (2**999)**999 has a million bits.
+_MAX_RESULT_BITS = 4096
 
 
 def evaluate(expression: str) -> int | float:
@@ -45,8 +47,13 @@ def evaluate(expression: str) -> int | float:
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-                raise ValueError("exponent too large")
+            if isinstance(node.op, ast.Pow):
+                if abs(right) > _MAX_EXPONENT:
+                    raise ValueError("exponent too large")
+                if abs(left) > 1 and abs(right) * math.log2(abs(left)) > _MAX_RESULT_BITS:
+                    raise ValueError("the result would be too large")
+            elif isinstance(node.op, ast.Mult) and _bits(left) + _bits(right) > _MAX_RESULT_BITS:
+                raise ValueError("the result would be too large")
             return _BINARY[type(node.op)](left, right)
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](walk(node.operand))
@@ -62,6 +69,10 @@ def evaluate(expression: str) -> int | float:
         if value.is_integer() and abs(value) < 2**53:
             return int(value)
     return value
+
+
+def _bits(value: int | float) -> float:
+    return math.log2(abs(value)) if abs(value) > 1 else 0.0
 
 
 @tool

@@ -326,7 +326,7 @@ class RunManager:
         payload: dict[str, Any],
     ) -> ControlReply:
         request_id = hosted.request_id
-        if hosted.done.is_set() or hosted.agent is None:
+        if hosted.done.is_set():
             return ControlReply(False, "The run has finished.", action, request_id)
         if action == "message":
             return await self._double_text(hosted, user_id, str(payload.get("text", "")))
@@ -335,6 +335,11 @@ class RunManager:
                 return ControlReply(False, "Cancel was already requested.", action, request_id)
             await self._cancel(hosted)
             return ControlReply(True, "Cancelling.", action, request_id)
+        if hosted.agent is None:
+            # Queued: the agent is still being built, so nothing can be waiting for an answer.
+            return ControlReply(
+                False, "The run is still starting: nothing is waiting yet.", action, request_id
+            )
         if action == "steer":
             if self._steer(hosted, user_id, str(payload.get("text", ""))):
                 return ControlReply(True, "Steering sent.", action, request_id)

@@ -1,0 +1,452 @@
+"""The chat and monitor sockets: who may connect, frame checking, live fragments, reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from agents.models import Message, OperatorAction, Run
+from agents.providers import registry
+from agents.providers.registry import ProviderSpec, ScriptedSettings
+from agents.providers.scripted import ScriptedModel
+from agents.routing import websocket_urlpatterns
+from agents.runs import session_group
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The same stack as zett_site/asgi.py's "websocket" entry.
+APP = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+TIMEOUT = 10  # a safety net; every frame waited for is one a correct server sends promptly
+HEADERS = {"HX-Request": "true", "HX-Trigger": None, "HX-Current-URL": "http://localhost/"}
+
+DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-([^"]+)">(.*?)</span>', re.S)
+STREAM_TEXT = re.compile(r'id="answer-([^"]+)" data-testid="streaming-text">(.*?)</span>', re.S)
+FINAL = re.compile(r'data-testid="message" data-role="assistant"')
+
+
+def _session_cookie(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+class Socket:
+    """A WebsocketCommunicator that keeps every text frame it received."""
+
+    def __init__(self, communicator: WebsocketCommunicator) -> None:
+        self.communicator = communicator
+        self.frames: list[str] = []
+
+    async def next(self) -> str:
+        frame = await self.communicator.receive_from(timeout=TIMEOUT)
+        self.frames.append(frame)
+        return frame
+
+    async def until(self, predicate: Callable[[str], bool]) -> list[str]:
+        """Receive until a frame matches; returns the frames received by this call."""
+        start = len(self.frames)
+        while not predicate(await self.next()):
+            pass
+        return self.frames[start:]
+
+    async def send(self, **frame: Any) -> None:
+        await self.communicator.send_to(text_data=json.dumps({**frame, "HEADERS": HEADERS}))
+
+    async def closed_with(self) -> int:
+        output = await self.communicator.receive_output(timeout=TIMEOUT)
+        assert output["type"] == "websocket.close"
+        return int(output["code"])
+
+
+@pytest.fixture
+async def connect(manager: Any) -> AsyncIterator[Callable[..., Awaitable[Socket]]]:
+    """connect(path, user=None) -> an accepted Socket; all are disconnected after the test."""
+    opened: list[WebsocketCommunicator] = []
+
+    async def open_socket(path: str, user: Any = None) -> Socket:
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
+        if user is not None:
+            cookie = await sync_to_async(_session_cookie)(user)
+            headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()))
+        communicator = WebsocketCommunicator(APP, path, headers=headers)
+        opened.append(communicator)
+        connected, _ = await communicator.connect(timeout=TIMEOUT)
+        assert connected
+        return Socket(communicator)
+
+    yield open_socket
+    for communicator in opened:
+        await communicator.disconnect()
+
+
+class PausingModel:
+    """Streams its answer word by word, stopping after `pause_after` words until `resume`."""
+
+    def __init__(self, answer: str, pause_after: int) -> None:
+        self.answer = answer
+        self.pause_after = pause_after
+        self.paused = asyncio.Event()
+        self.resume = asyncio.Event()
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        words = 0
+        async for event in ScriptedModel([self.answer]).stream(request):
+            if event.kind == "text":
+                words += 1
+                if words == self.pause_after + 1:
+                    self.paused.set()
+                    await self.resume.wait()
+            yield event
+
+
+@pytest.fixture
+def pausing(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, int], PausingModel]:
+    """pausing(answer, pause_after) -> the model behind the provider key "pausing"."""
+
+    def install(answer: str, pause_after: int) -> PausingModel:
+        model = PausingModel(answer, pause_after)
+        spec = ProviderSpec("pausing", "Pausing", ScriptedSettings, "test", lambda _n, _s: model)
+        monkeypatch.setitem(registry.PROVIDERS, "pausing", spec)
+        return model
+
+    return install
+
+
+def streamed(frames: list[str]) -> str:
+    return "".join(html.unescape(text) for frame in frames for _, text in DELTA.findall(frame))
+
+
+async def assistant_contents(session_id: str) -> list[str]:
+    return [
+        row.content async for row in Message.objects.filter(session_id=session_id, role="assistant")
+    ]
+
+
+# -- who may connect ---------------------------------------------------------------------------
+
+
+async def test_anonymous_chat_and_monitor_sockets_are_closed_with_4401(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    chat = await connect(f"/ws/sessions/{session.id}/")
+    assert await chat.closed_with() == 4401
+    monitor = await connect("/ws/monitor/")
+    assert await monitor.closed_with() == 4401
+
+
+async def test_another_users_session_is_closed_with_4403(
+    connect: Any, user: Any, other_user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", other_user)
+    assert await socket.closed_with() == 4403
+
+
+async def test_unknown_session_is_closed_with_4404(connect: Any, user: Any) -> None:
+    socket = await connect("/ws/sessions/no-such-session/", user)
+    assert await socket.closed_with() == 4404
+
+
+async def test_monitor_refuses_non_staff_with_4403(connect: Any, user: Any) -> None:
+    socket = await connect("/ws/monitor/", user)
+    assert await socket.closed_with() == 4403
+
+
+async def test_foreign_origin_is_refused_before_anything_runs(user: Any) -> None:
+    communicator = WebsocketCommunicator(
+        APP, "/ws/monitor/", headers=[(b"origin", b"https://evil.example")]
+    )
+    connected, _ = await communicator.connect(timeout=TIMEOUT)
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_staff_may_watch_another_users_session(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", staff_user)
+    snapshot = await socket.next()
+    assert '<div id="transcript"' in snapshot and 'hx-swap-oob="true"' in snapshot
+
+
+# -- the snapshot and frame checking -----------------------------------------------------------
+
+
+async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    await Message.objects.acreate(session=session, seq=1, message_id="m-1", role="user",
+                                  content="earlier <question>")  # fmt: skip
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await socket.next()
+    assert re.match(r'\s*<div id="transcript"[^>]* hx-swap-oob="true" data-snapshot="1"', snapshot)
+    assert 'data-message-id="m-1"' in snapshot and "earlier &lt;question&gt;" in snapshot
+    assert '<div id="run-status"' in snapshot and 'data-status="idle"' in snapshot
+    assert '<div id="waiting"' in snapshot
+    assert await socket.communicator.receive_nothing(timeout=0.1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ("x" * (64 * 1024 + 1), "too_large"),
+        (json.dumps({"type": "message", "text": "é" * 40_000}), "too_large"),  # bytes, not chars
+        ("{not json", "bad_json"),
+        ('["message", "hi"]', "not_object"),
+        ('"message"', "not_object"),
+        (json.dumps({"type": "launch", "text": "hi"}), "unknown_type"),
+        (json.dumps({"text": "hi"}), "unknown_type"),
+        (json.dumps({"type": "message"}), "invalid"),
+        (json.dumps({"type": "message", "text": "   "}), "invalid"),
+        (json.dumps({"type": "message", "text": "x" * 10_001}), "invalid"),
+        (json.dumps({"type": "message", "text": 5}), "invalid"),
+        (json.dumps({"type": "approve"}), "invalid"),
+        (json.dumps({"type": "answer", "id": "q1"}), "invalid"),
+        (json.dumps({"type": "deny", "id": "c1", "reason": "r" * 2001}), "invalid"),
+    ],
+)
+async def test_bad_frames_get_an_error_fragment_and_change_nothing(
+    connect: Any, user: Any, make_profile: Any, make_session: Any, raw: str, code: str
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()  # the snapshot
+    await socket.communicator.send_to(text_data=raw)
+    error = await socket.next()
+    assert error.startswith('<div hx-swap-oob="innerHTML:#errors">')
+    assert f'data-error="{code}"' in error
+    assert await socket.communicator.receive_nothing(timeout=0.2)
+    assert await Run.objects.acount() == 0
+    assert await OperatorAction.objects.acount() == 0
+
+
+async def test_binary_frames_are_refused(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.communicator.send_to(bytes_data=b'{"type": "message", "text": "hi"}')
+    assert 'data-error="invalid"' in await socket.next()
+    assert await Run.objects.acount() == 0
+
+
+# -- runs through the socket -------------------------------------------------------------------
+
+
+async def test_message_frame_starts_a_run_and_tokens_arrive_before_the_final_message(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile(provider_settings={"delay": 0.002}))
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="hello there")
+    frames = await socket.until(lambda frame: 'data-status="completed"' in frame)
+    assert 'data-testid="control-reply" data-reply="accepted" data-action="message"' in frames[0]
+    final_at = next(i for i, frame in enumerate(frames) if FINAL.search(frame))
+    first_delta_at = next(i for i, frame in enumerate(frames) if DELTA.search(frame))
+    assert first_delta_at < final_at
+    [answer] = await assistant_contents(session.id)
+    assert answer.startswith('You said: "hello there".')
+    assert streamed(frames[:final_at]) == answer
+    # The final message replaces the streaming bubble it was built from.
+    key = DELTA.search(frames[first_delta_at]).group(1)
+    assert f'<div id="stream-{key}" hx-swap-oob="delete"></div>' in frames[final_at]
+    assert sum(len(FINAL.findall(frame)) for frame in frames) == 1
+    assert 'data-testid="message" data-role="user"' in "".join(frames[:first_delta_at])
+
+
+async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+    pausing: Any,
+) -> None:
+    answer = "one two three four five six seven eight nine ten"
+    model = pausing(answer, 4)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    first = await connect(f"/ws/sessions/{session.id}/", user)
+    await first.next()
+    await first.send(type="message", text="count to ten")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    await first.until(lambda frame: bool(DELTA.search(frame)))
+    await first.communicator.disconnect()
+
+    second = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await second.next()
+    [(key, partial)] = STREAM_TEXT.findall(snapshot)
+    partial = html.unescape(partial)
+    assert partial and answer.startswith(partial) and partial != answer
+    [user_message_id] = re.findall(r'data-role="user" data-message-id="([^"]+)"', snapshot)
+    # Frames the snapshot already covers may still be queued in the layer (the host's sender
+    # and the snapshot race); replay two such frames as the layer would deliver them.
+    covered = await manager.snapshot(session.id)
+    run = covered["run"]
+    group = session_group(session.id)
+    await channel_layer.group_send(group, {
+        "type": "run.delta", "request_id": run["request_id"], "seq": covered["seq"],
+        "first_seq": covered["seq"], "kind": "text", "text": "DUPLICATE", "iteration": 1,
+    })  # fmt: skip
+    user_message = next(m for m in covered["messages"] if m["id"] == user_message_id)
+    await channel_layer.group_send(group, {
+        "type": "run.started", "request_id": run["request_id"], "seq": 1, "run": run,
+        "message": user_message,
+    })  # fmt: skip
+    assert await second.communicator.receive_nothing(timeout=0.2)
+
+    model.resume.set()
+    rest = await second.until(lambda frame: 'data-status="completed"' in frame)
+    assert partial + streamed(rest) == answer
+    assert sum(len(FINAL.findall(frame)) for frame in rest) == 1
+    assert f'<div id="stream-{key}" hx-swap-oob="delete"></div>' in "".join(rest)
+    everything = snapshot + "".join(rest)
+    assert everything.count(f'data-message-id="{user_message_id}"') == 1
+    assert await assistant_contents(session.id) == [answer]
+
+
+async def test_late_frames_of_a_run_the_snapshot_shows_finished_are_dropped(
+    connect: Any, channel_layer: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="hi")
+    await socket.until(lambda frame: 'data-status="completed"' in frame)
+    run = await Run.objects.aget()
+
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await again.next()
+    assert FINAL.search(snapshot)
+    group = session_group(session.id)
+    await channel_layer.group_send(
+        group, {"type": "run.model_started", "request_id": run.request_id, "seq": 2, "iteration": 1}
+    )
+    await channel_layer.group_send(group, {
+        "type": "run.delta", "request_id": run.request_id, "seq": 3, "first_seq": 3,
+        "kind": "text", "text": "again", "iteration": 1,
+    })  # fmt: skip
+    assert await again.communicator.receive_nothing(timeout=0.2)
+
+
+async def test_cancel_shows_requested_then_stopped_and_the_run_ends_cancelled(
+    connect: Any, user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("never finished answer", 1)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="go")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    await socket.until(lambda frame: bool(DELTA.search(frame)))
+    await socket.send(type="cancel")
+    frames = await socket.until(lambda frame: 'data-status="cancelled"' in frame)
+    assert any('data-cancel-state="requested"' in frame for frame in frames)
+    assert 'data-cancel-state="stopped"' in frames[-1]
+    assert any('data-reply="accepted" data-action="cancel"' in frame for frame in frames)
+    run = await Run.objects.aget()
+    assert (run.status, run.cancel_state) == ("cancelled", "stopped")
+
+
+async def test_staff_acting_on_another_users_idle_session_gets_an_explicit_rejection(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any
+) -> None:
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", staff_user)
+    await socket.next()
+    await socket.send(type="cancel")
+    reply = await socket.next()
+    assert 'data-reply="rejected" data-action="cancel"' in reply
+    assert "No run is active" in reply
+    action = await OperatorAction.objects.select_related("user").aget()
+    assert (action.user, action.action, action.outcome) == (staff_user, "cancel", "rejected")
+
+
+# -- the monitor -------------------------------------------------------------------------------
+
+
+async def test_monitor_shows_a_run_live_then_moves_it_to_recent(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("a b c d", 1)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    monitor = await connect("/ws/monitor/", staff_user)
+    tables = await monitor.next()
+    assert '<tbody id="active-runs"' in tables and '<tbody id="recent-runs"' in tables
+    assert 'data-testid="monitor-row"' not in tables
+
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="go")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    run = await Run.objects.aget()
+    added = await monitor.until(lambda frame: f'id="run-{run.request_id}"' in frame)
+    assert added[-1].startswith('<tbody hx-swap-oob="beforeend:#active-runs">')
+    assert ">alice<" in added[-1] and f'href="/sessions/{session.id}/"' in added[-1]
+
+    model.resume.set()
+    done = await monitor.until(lambda frame: 'data-status="completed"' in frame)
+    assert done[-1].startswith(f'<tr id="run-{run.request_id}" hx-swap-oob="delete"></tr>')
+    assert '<tbody hx-swap-oob="afterbegin:#recent-runs">' in done[-1]
+
+
+async def test_staff_approve_a_waiting_tool_call_from_the_monitor(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any
+) -> None:
+    profile = await make_profile(
+        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    )
+    session = await make_session(user, profile)
+    monitor = await connect("/ws/monitor/", staff_user)
+    await monitor.next()
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="what is 2 + 3?")
+    waiting = await monitor.until(lambda frame: 'data-testid="approval-card"' in frame)
+    [call_id] = re.findall(r'data-testid="approval-card" data-wait-id="([^"]+)"', waiting[-1])
+    assert f'name="session" value="{session.id}"' in waiting[-1]
+    chat_frames = await chat.until(lambda frame: 'data-testid="approval-card"' in frame)
+    assert any('data-state="pending"' in frame or "calculator" in frame for frame in chat_frames)
+
+    await monitor.send(type="approve", id=call_id, session=session.id)
+    await monitor.until(lambda frame: 'data-reply="accepted" data-action="approve"' in frame)
+    rest = await chat.until(lambda frame: 'data-status="completed"' in frame)
+    assert any(f'id="tool-{call_id}"' in frame and 'data-state="ok"' in frame for frame in rest)
+    assert (await assistant_contents(session.id))[-1] == "The result is 5."
+    action = await OperatorAction.objects.select_related("user").aget(action="approve")
+    assert (action.user, action.outcome, action.payload["id"]) == (staff_user, "accepted", call_id)
+
+
+async def test_monitor_frames_must_name_a_known_session_and_cannot_chat(
+    connect: Any, staff_user: Any
+) -> None:
+    monitor = await connect("/ws/monitor/", staff_user)
+    await monitor.next()
+    await monitor.send(type="approve", id="c1")
+    assert 'data-error="invalid"' in await monitor.next()
+    await monitor.send(type="approve", id="c1", session="nope")
+    assert 'data-error="invalid"' in await monitor.next()
+    await monitor.send(type="message", text="hi", session="nope")
+    assert 'data-error="unknown_type"' in await monitor.next()
+    assert await OperatorAction.objects.acount() == 0

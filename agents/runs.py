@@ -49,7 +49,16 @@ from .models import (
     RunStatus,
     SessionStatus,
 )
-from .runtime import Agent, AgentEvent, AgentEventType, AgentRunConfig, ExternalEvent, UserMessage
+from .runtime import (
+    Agent,
+    AgentEvent,
+    AgentEventType,
+    AgentRunConfig,
+    AssistantMessage,
+    ExternalEvent,
+    ToolMessage,
+    UserMessage,
+)
 from .runtime.context import AgentRunContext
 from .serialize import call_dict, message_dict, run_row
 
@@ -617,6 +626,7 @@ class RunManager:
             status = RunStatus.COMPLETED
         except asyncio.CancelledError:
             status = RunStatus.CANCELLED
+            self._report_cancelled_calls(hosted)
             if self._closed:
                 run.error = "The server shut down during this run."
                 status = RunStatus.INTERRUPTED
@@ -886,6 +896,59 @@ class RunManager:
         entry.last_seq = event.seq
         entry.data["text"] += event.delta
         entry.data["count"] += 1
+
+    def _report_cancelled_calls(self, hosted: HostedRun) -> None:
+        """Frames and trace entries for the tool calls the runtime closed while cancelling.
+
+        The runtime emits their TOOL_FAILED events after the host stopped reading the
+        stream (cancelling it is what closed them), so without this the page and the
+        trace would show those calls running forever.
+        """
+        context = hosted.context
+        if context is None:
+            return
+        messages = context.state.messages
+        start = next((i for i, m in enumerate(messages) if m is context.input_message), None)
+        if start is None:
+            return  # cancelled before the input was appended: no call of this run exists
+        calls = {
+            call.id: call
+            for message in messages[start:]
+            if isinstance(message, AssistantMessage)
+            for call in message.tool_calls
+        }
+        self._flush_delta(hosted)
+        for message in messages[start:]:
+            if not (isinstance(message, ToolMessage) and message.attributes.get("cancelled")):
+                continue
+            call = calls.get(message.tool_call_id)
+            hosted.tool_started.pop(message.tool_call_id, None)
+            hosted.seq += 1
+            hosted.trace.append(
+                RunEvent(
+                    run=hosted.run,
+                    seq=hosted.seq,
+                    last_seq=hosted.seq,
+                    type=_ET.TOOL_FAILED.value,
+                    phase="cancelled",
+                    iteration=hosted.iteration,
+                    data={
+                        "tool": message.name,
+                        "call_id": message.tool_call_id,
+                        "status": "failed",
+                    },
+                )
+            )
+            hosted.outbox.push(
+                {
+                    "type": "run.tool",
+                    "request_id": hosted.request_id,
+                    "seq": hosted.seq,
+                    "status": "failed",
+                    "call": call_dict(call) if call else None,
+                    "result": message_dict(message, request_id=hosted.request_id),
+                }
+            )
 
     def _flush_delta(self, hosted: HostedRun) -> None:
         if hosted.pending_delta is not None:

@@ -141,7 +141,7 @@ async def test_cancel_while_waiting_moves_cancel_state_to_stopped_and_closes_the
     assert tools[1]["seq"] < finished["seq"]
     trace = [e.type async for e in RunEvent.objects.filter(run=run).order_by("seq")]
     assert trace[-1] == "tool_failed"
-    assert await _actions(session.id) == [("cancel", "accepted", user.username, "")]
+    assert await _actions(session.id) == [("cancel", "accepted", user.username, "Cancelling.")]
 
 
 async def test_cancel_right_after_submitting_cancels_the_run_before_it_starts_working(

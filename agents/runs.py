@@ -49,6 +49,7 @@ from .models import (
     RunStatus,
     SessionStatus,
 )
+from .providers.errors import ProviderError
 from .runtime import (
     Agent,
     AgentEvent,
@@ -630,6 +631,11 @@ class RunManager:
             if self._closed:
                 run.error = "The server shut down during this run."
                 status = RunStatus.INTERRUPTED
+        except (ProviderError, ProfileConfigError) as exc:
+            # Expected failures (the provider said no, the profile is broken): the
+            # message is for the person, so no traceback in the log.
+            log.warning("run %s failed: %s", hosted.request_id, exc)
+            run.error = _describe_error(exc)
         except Exception as exc:
             log.exception("run %s failed", hosted.request_id)
             run.error = _describe_error(exc)

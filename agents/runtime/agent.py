@@ -349,6 +349,9 @@ class Agent:
                 await extension.after_run(context, result)
             for extension in self._hooks["on_success"]:
                 await extension.on_success(context, result)
+            # Messages added by the last after_turn, after_run or on_success still reach
+            # persistence before the request reports completion.
+            await context.flush_message_events()
             state.phase = _P.COMPLETED
             out(_ET.RUN_COMPLETED, message=result, usage=state.usage, iteration=state.iteration)
             return result
@@ -570,12 +573,13 @@ class Agent:
             await extension.after_tool(context, call, message, error)
         await context.append_message(message, MessageTiming(started, time.time()))
         turn.open_calls.pop(call.id, None)
-        state.phase = _P.READY
+        # Emitted in the phase the tool ran in; the run is READY only afterwards.
         out(
             _ET.TOOL_FAILED if message.is_error else _ET.TOOL_COMPLETED,
             tool_call=call,
             message=message,
         )
+        state.phase = _P.READY
 
     def _tool_chain(self, context: AgentRunContext) -> Callable[[ToolCall], Any]:
         async def invoke(call: ToolCall) -> ToolResult:

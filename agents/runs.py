@@ -691,18 +691,26 @@ class RunManager:
                 self._spawn(self._start_queued(hosted.session_id, leftovers), "zett-queue")
 
     async def _start_queued(self, session_id: str, queued: list[tuple[int | None, str]]) -> None:
-        """Start the messages that waited for the previous run, one run after another."""
-        for user_id, text in queued:
-            session = await _load_session(session_id)
-            if session is None:
+        """Start the first message that waited for the previous run; the rest wait on it.
+
+        The rest join the new run's own queue ahead of anything sent during it, so that
+        run's end starts the next: one chain per session, in the order they were sent.
+        """
+        user_id, text = queued[0]
+        session = await _load_session(session_id)
+        if session is None:
+            return
+        user = await _load_user(user_id) or session.owner
+        run = await _create_run(session, user, text, self.host_id)
+        if run is None:
+            other = self.hosted.get(session_id)
+            if other is not None:
+                other.queued[:0] = queued  # a message got in first: wait behind it
                 return
-            user = await _load_user(user_id) or session.owner
-            run = await _create_run(session, user, text, self.host_id)
-            if run is None:
-                log.warning("queued message for %s could not start: a run is active", session_id)
-                return
-            hosted = self._host(session, run)
-            await hosted.done.wait()
+            log.warning("queued message for %s could not start: a run is active", session_id)
+            return
+        hosted = self._host(session, run)
+        hosted.queued[:0] = queued[1:]
 
     async def _agent_for(self, session: ChatSession) -> Agent:
         profile = session.profile

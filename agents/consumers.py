@@ -248,20 +248,18 @@ class MonitorConsumer(_GroupConsumer):
         await self.act(frame.session_id, frame)
 
     async def monitor_rows(self, event: dict[str, Any]) -> None:
-        parts = []
+        frames: list[str] = []
         for row in event.get("rows") or []:
             request_id = row.get("request_id")
             if row.get("status") in rendering.TERMINAL_STATUSES:
                 self.active_ids.discard(request_id)
                 self.finished_ids.add(request_id)
-                parts.append(rendering.monitor_update(row, shown_active=False))
+                frames += rendering.monitor_update(row, shown_active=False)
             elif request_id not in self.finished_ids:  # else: a late update of a finished run
-                parts.append(
-                    rendering.monitor_update(row, shown_active=request_id in self.active_ids)
-                )
+                frames += rendering.monitor_update(row, shown_active=request_id in self.active_ids)
                 self.active_ids.add(request_id)
-        if parts:
-            await self.send(text_data="".join(parts))
+        for frame in frames:
+            await self.send(text_data=frame)
 
 
 __all__ = ["MonitorConsumer", "SessionConsumer"]

@@ -289,15 +289,19 @@ def monitor_tables(active: Iterable[Mapping[str, Any]], recent: Iterable[Mapping
     )
 
 
-def monitor_update(row: Mapping[str, Any], *, shown_active: bool) -> str:
-    """One row's change: replaced in place, added to the active table, or moved to recent."""
+def monitor_update(row: Mapping[str, Any], *, shown_active: bool) -> list[str]:
+    """One row's change as frames: replaced in place, added to the active table, or moved.
+
+    The ws extension parses a frame inside a <template>, whose first element fixes the
+    parser's mode: after a top-level <tr>, a <tbody> is dropped (and the reverse). So a frame
+    never mixes the two, and moving a row takes two frames.
+    """
     rid = dom_id(str(row.get("request_id", "")))
     if row.get("status") in TERMINAL_STATUSES:
-        moved = monitor_row(row)
-        return (
-            f'<tr id="run-{rid}" hx-swap-oob="delete"></tr>'
-            f'<tbody hx-swap-oob="afterbegin:#recent-runs">{moved}</tbody>'
-        )
+        return [
+            f'<tr id="run-{rid}" hx-swap-oob="delete"></tr>',
+            f'<tbody hx-swap-oob="afterbegin:#recent-runs">{monitor_row(row)}</tbody>',
+        ]
     if shown_active:
-        return monitor_row(row, oob="true")
-    return f'<tbody hx-swap-oob="beforeend:#active-runs">{monitor_row(row)}</tbody>'
+        return [monitor_row(row, oob="true")]
+    return [f'<tbody hx-swap-oob="beforeend:#active-runs">{monitor_row(row)}</tbody>']

@@ -407,8 +407,8 @@ async def test_monitor_shows_a_run_live_then_moves_it_to_recent(
 
     model.resume.set()
     done = await monitor.until(lambda frame: 'data-status="completed"' in frame)
-    assert done[-1].startswith(f'<tr id="run-{run.request_id}" hx-swap-oob="delete"></tr>')
-    assert '<tbody hx-swap-oob="afterbegin:#recent-runs">' in done[-1]
+    assert done[-2] == f'<tr id="run-{run.request_id}" hx-swap-oob="delete"></tr>'
+    assert done[-1].startswith('<tbody hx-swap-oob="afterbegin:#recent-runs">')
 
 
 async def test_staff_approve_a_waiting_tool_call_from_the_monitor(

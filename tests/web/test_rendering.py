@@ -119,3 +119,18 @@ def test_transcript_folds_tool_results_into_their_call_cards() -> None:
     card = items[1]["cards"][0]
     assert card["state"] == "ok" and card["result"]["content"] == "5"
     assert '"expression": "2+3"' in card["arguments"]
+
+
+def test_monitor_frames_never_mix_top_level_rows_and_table_bodies() -> None:
+    # htmx parses a ws frame in a <template>: after a top-level <tr> a <tbody> is dropped.
+    row = {"request_id": "r1", "session_id": "s1", "status": "running", "phase": "generating"}
+    frames = [
+        *rendering.monitor_update(row, shown_active=False),
+        *rendering.monitor_update(row, shown_active=True),
+        *rendering.monitor_update({**row, "status": "completed"}, shown_active=True),
+    ]
+    for frame in frames:
+        tops = set(re.findall(r"(?:^|</(?:tr|tbody)>)\s*<(tr|tbody)\b", frame.strip()))
+        assert len(tops) == 1, frame
+    assert frames[-2] == '<tr id="run-r1" hx-swap-oob="delete"></tr>'
+    assert frames[-1].startswith('<tbody hx-swap-oob="afterbegin:#recent-runs"><tr id="run-r1"')

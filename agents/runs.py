@@ -156,6 +156,7 @@ class HostedRun:
     sender: asyncio.Task[None] | None = None
     outbox: _Outbox = field(default_factory=_Outbox)
     seq: int = 0  # last outward seq handled
+    input_message: dict[str, Any] | None = None  # run.started's message, until it is stored
     iteration: int = 0
     partial_text: list[str] = field(default_factory=list)
     partial_reasoning: list[str] = field(default_factory=list)
@@ -525,6 +526,11 @@ class RunManager:
         if partial is not None:
             run = partial.pop("run")
             seq = partial.pop("seq")
+            # RUN_STARTED comes before the store writes the input, and a page drops the
+            # run.started frame the snapshot's seq covers: give it the message here.
+            started = partial.pop("input", None)
+            if started is not None and started["id"] not in {m["id"] for m in messages}:
+                messages.append(started)
             assistant_rows = sum(
                 1 for row, rid in rows if rid == run["request_id"] and row.role == "assistant"
             )
@@ -553,6 +559,7 @@ class RunManager:
             "iteration": hosted.iteration,
             "text": "".join(hosted.partial_text),
             "reasoning": "".join(hosted.partial_reasoning),
+            "input": hosted.input_message,
         }
 
     # -- hosting ------------------------------------------------------------------------
@@ -768,12 +775,13 @@ class RunManager:
             if hosted.agent is not None:
                 hosted.context = hosted.agent.active_context(hosted.session_id)
             if event.message is not None:
+                hosted.input_message = message_dict(event.message, request_id=hosted.request_id)
                 hosted.outbox.push(
                     {
                         "type": "run.started",
                         **base,
                         "run": hosted.row(),
-                        "message": message_dict(event.message, request_id=hosted.request_id),
+                        "message": hosted.input_message,
                     }
                 )
             checkpoint = False

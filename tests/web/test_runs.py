@@ -320,3 +320,22 @@ async def test_a_snapshot_without_an_active_run_is_the_transcript_alone(
     assert snapshot["run"] is None and snapshot["partial"] is None and snapshot["seq"] == 0
     assert [m["role"] for m in snapshot["messages"]] == ["user", "assistant"]
     assert all(m["request_id"] == reply.request_id for m in snapshot["messages"])
+
+
+async def test_a_snapshot_taken_as_the_run_starts_still_shows_the_users_message_once(
+    manager: Any, user: Any, make_profile: Any, make_session: Any, listen_session: Any
+) -> None:
+    profile = await make_profile(provider_settings={"delay": 0.01})
+    session = await make_session(user, profile)
+    listener = await listen_session(session.id)
+
+    reply = await manager.submit_message(session.id, user, "my first words")
+    started = await listener.until_type("run.started")
+    snapshot = await manager.snapshot(session.id)
+    await listener.finished(reply.request_id)
+
+    # What a page shows: the snapshot's messages, then live messages newer than its seq.
+    shown = [m["content"] for m in snapshot["messages"]]
+    if started["seq"] > snapshot["seq"]:
+        shown.append(started["message"]["content"])
+    assert shown.count("my first words") == 1, (snapshot["seq"], snapshot["messages"])

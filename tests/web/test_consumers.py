@@ -450,3 +450,49 @@ async def test_monitor_frames_must_name_a_known_session_and_cannot_chat(
     await monitor.send(type="message", text="hi", session="nope")
     assert 'data-error="unknown_type"' in await monitor.next()
     assert await OperatorAction.objects.acount() == 0
+
+
+async def test_owner_denies_a_tool_call_with_a_reason_and_the_card_shows_denied(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    profile = await make_profile(
+        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    )
+    session = await make_session(user, profile)
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="what is 2 + 3?")
+    waiting = await chat.until(lambda frame: 'data-testid="approval-card"' in frame)
+    [call_id] = re.findall(r'data-testid="approval-card" data-wait-id="([^"]+)"', waiting[-1])
+    await chat.send(type="deny", id=call_id, reason="not <today>")
+    rest = await chat.until(lambda frame: 'data-status="completed"' in frame)
+    assert any('data-reply="accepted" data-action="deny"' in frame for frame in rest)
+    cards = [frame for frame in rest if f'id="tool-{call_id}"' in frame]
+    card = cards[-1]  # the card as its result left it
+    assert 'data-state="denied"' in card
+    assert "not &lt;today&gt;" in card and "<today>" not in card
+    assert 'data-testid="approval-card"' not in rest[-1]
+
+
+async def test_steer_frame_reaches_the_active_run_and_shows_the_steering_message(
+    connect: Any, user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("first answer words", 1)
+    profile = await make_profile(
+        provider="pausing",
+        provider_settings={"responses": ["-"]},
+        extensions=(("steering", {}),),
+    )
+    session = await make_session(user, profile)
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="go")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    await chat.until(lambda frame: 'data-testid="steer-hint"' in frame)
+    await chat.send(type="steer", text="shorter please")
+    reply = await chat.until(lambda frame: 'data-testid="control-reply"' in frame)
+    assert 'data-reply="accepted" data-action="steer"' in reply[-1]
+    model.resume.set()
+    rest = await chat.until(lambda frame: 'data-status="completed"' in frame)
+    steering = [f for f in rest if 'data-role="user"' in f and "shorter please" in f]
+    assert len(steering) == 1

@@ -134,3 +134,11 @@ def test_monitor_frames_never_mix_top_level_rows_and_table_bodies() -> None:
         assert len(tops) == 1, frame
     assert frames[-2] == '<tr id="run-r1" hx-swap-oob="delete"></tr>'
     assert frames[-1].startswith('<tbody hx-swap-oob="afterbegin:#recent-runs"><tr id="run-r1"')
+
+
+def test_replies_say_accepted_or_rejected_with_the_escaped_reason() -> None:
+    accepted = rendering.reply("queue", True, "Queued until the active run finishes.")
+    assert 'data-reply="accepted" data-action="queue"' in accepted
+    assert "Queued until the active run finishes." in accepted
+    rejected = rendering.reply("approve", False, "No such <pending> request")
+    assert 'data-reply="rejected"' in rejected and "No such &lt;pending&gt; request" in rejected

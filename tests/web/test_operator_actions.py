@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Message, OperatorAction, Run, RunEvent
+from agents.models import ChatSession, Message, OperatorAction, Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,6 +66,7 @@ async def test_a_gated_call_waits_with_the_call_listed_then_runs_once_approved(
     ]
     assert run.waiting_for[0]["arguments"] == {"expression": "12 * 12"}
     assert (await manager.snapshot(session.id))["run"]["waiting_for"] == run.waiting_for
+    assert (await ChatSession.objects.aget(pk=session.id)).status == "waiting"
 
     reply = await manager.control(session.id, staff_user, "approve", {"id": call_id})
 
@@ -74,6 +75,8 @@ async def test_a_gated_call_waits_with_the_call_listed_then_runs_once_approved(
     assert finished["run"]["status"] == "completed" and finished["run"]["waiting_for"] == []
     resolved = [f for f in listener.frames if _is_custom("approval.resolved")(f)]
     assert [(f["data"]["id"], f["data"]["decision"]) for f in resolved] == [(call_id, "approved")]
+    after = [f["run"] for f in listener.frames if f["type"] == "run.state"]
+    assert after[-1]["status"] == "running" and after[-1]["waiting_for"] == []
     rows = await _rows(session.id)
     tool = next(m for m in rows if m.role == "tool")
     assert (tool.tool_call_id, tool.content, tool.is_error) == (call_id, "144", False)

@@ -80,15 +80,31 @@ def when(epoch: float | None) -> dt.datetime | None:
 # -- view models -------------------------------------------------------------------------------
 
 
+def approval_of(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The approval record of a tool result: {decision, reason, by}, or None if ungated.
+
+    The approval extension stores the decision as a string in attributes["approval"] with
+    "reason" and "by" beside it; a mapping under "approval" is accepted too.
+    """
+    attributes = (result or {}).get("attributes") or {}
+    approval = attributes.get("approval")
+    if isinstance(approval, Mapping):
+        return {"decision": approval.get("decision"), "reason": approval.get("reason"),
+                "by": approval.get("by")}  # fmt: skip
+    if isinstance(approval, str) and approval:
+        return {"decision": approval, "reason": attributes.get("reason"),
+                "by": attributes.get("by")}  # fmt: skip
+    return None
+
+
 def tool_state(result: Mapping[str, Any] | None, status: str = "") -> str:
     """One word for a tool card: pending, running, ok, error, skipped or denied."""
     if result is None:
         return {"started": "running", "failed": "error", "skipped": "skipped"}.get(
             status, "pending"
         )
-    approval = (result.get("attributes") or {}).get("approval")
-    decision = approval.get("decision") if isinstance(approval, Mapping) else approval
-    if decision == "denied":
+    approval = approval_of(result)
+    if approval and approval["decision"] == "denied":
         return "denied"
     if result.get("skipped") or status == "skipped":
         return "skipped"
@@ -100,7 +116,6 @@ def tool_state(result: Mapping[str, Any] | None, status: str = "") -> str:
 def tool_card(
     call: Mapping[str, Any], result: Mapping[str, Any] | None = None, status: str = ""
 ) -> dict[str, Any]:
-    approval = ((result or {}).get("attributes") or {}).get("approval")
     return {
         "dom": dom_id(str(call.get("id", ""))),
         "id": call.get("id", ""),
@@ -108,7 +123,7 @@ def tool_card(
         "arguments": pretty_json(call.get("arguments", {})),
         "result": result,
         "state": tool_state(result, status),
-        "approval": approval if isinstance(approval, Mapping) else None,
+        "approval": approval_of(result),
     }
 
 

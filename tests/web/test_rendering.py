@@ -91,7 +91,7 @@ def test_tool_states_cover_running_error_skipped_and_denied() -> None:
     assert rendering.tool_state(None, "started") == "running"
     assert rendering.tool_state({"is_error": True}) == "error"
     assert rendering.tool_state({"skipped": True}) == "skipped"
-    denied = {"is_error": True, "attributes": {"approval": {"decision": "denied"}}}
+    denied = {"is_error": True, "attributes": {"approval": "denied", "reason": "no", "by": "op"}}
     assert rendering.tool_state(denied) == "denied"
     assert rendering.tool_state({"content": "5"}) == "ok"
 
@@ -142,3 +142,17 @@ def test_replies_say_accepted_or_rejected_with_the_escaped_reason() -> None:
     assert "Queued until the active run finishes." in accepted
     rejected = rendering.reply("approve", False, "No such <pending> request")
     assert 'data-reply="rejected"' in rejected and "No such &lt;pending&gt; request" in rejected
+
+
+def test_tool_cards_name_who_decided_an_approval_and_why() -> None:
+    call = {"id": "c1", "name": "calculator", "arguments": {}}
+    approved = {"content": "5", "attributes": {"approval": "approved", "by": "operator"}}
+    html = rendering.tool_update(call, "completed", approved)
+    assert 'data-testid="approval-outcome">approved by operator</div>' in html
+    denied = {"content": "Denied", "is_error": True,
+              "attributes": {"approval": "denied", "by": "bob", "reason": "<no>"}}  # fmt: skip
+    html = rendering.tool_update(call, "failed", denied)
+    assert 'data-state="denied"' in html
+    assert 'data-testid="approval-outcome">denied by bob: &lt;no&gt;</div>' in html
+    plain = rendering.tool_update(call, "completed", {"content": "5"})
+    assert "approval-outcome" not in plain

@@ -1,7 +1,9 @@
 """DemoModel: an offline, deterministic model that shows every feature without a network.
 
 It answers arithmetic by calling the ``calculator`` tool, questions about the time
-by calling ``clock``, and anything else with a short reply that quotes the user.
+by calling ``clock``, a message starting with ``ask:`` by asking the user the rest
+through the ``ask_user`` tool, and anything else with a short reply that quotes the
+user.
 Text streams word by word with a configurable delay.
 """
 
@@ -50,6 +52,9 @@ class DemoModel:
                 return AssistantMessage(f"It is {last.content}.")
             return AssistantMessage(f"The {last.name} tool returned: {last.content}")
         text = last.content if isinstance(last, UserMessage) else ""
+        question = text.strip()
+        if question[:4].lower() == "ask:" and question[4:].strip() and "ask_user" in offered:
+            return self._call("ask_user", {"question": question[4:].strip()})
         expression = _find_expression(text)
         if expression and "calculator" in offered:
             return self._call("calculator", {"expression": expression})

@@ -233,16 +233,6 @@ def test_owner_denies_with_a_reason_and_the_tool_never_runs(
 # -- ask_user -----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "no offline provider calls the ask_user tool: DemoModel only calls calculator/clock and "
-        "ScriptedSettings.responses are plain final texts. Needed: a DemoModel rule such as "
-        '\'a user message starting with "ask:" calls ask_user with the rest as the question '
-        "(when ask_user is offered)'; its ToolMessage answer is then already echoed as "
-        "'The ask_user tool returned: <answer>'"
-    ),
-)
 def test_the_agent_asks_the_user_and_the_typed_answer_reaches_the_model(
     new_context: Any, live_url: str, login: Any, user: Any, staff_user: Any, password: str
 ) -> None:

@@ -109,3 +109,23 @@ async def test_refused_expression_reaches_the_model_as_a_failed_tool_result() ->
     assert isinstance(result, ToolMessage)
     assert result.is_error and result.name == calculator.name
     assert "unsupported element in expression" in result.content
+
+
+async def test_demo_model_asks_the_user_when_told_to() -> None:
+    from agents.extensions.ask_user import AskUserExtension
+    from agents.providers.demo import DemoModel
+    from agents.runtime import Agent, AgentEventType, AgentRunConfig, ExternalEvent
+
+    agent = Agent(DemoModel(delay=0), extensions=[AskUserExtension(timeout_seconds=5)])
+    config = AgentRunConfig(session_id="ask")
+    answered = None
+    async for event in agent.stream("ask: what is your favourite colour?", config=config):
+        if event.type is AgentEventType.CUSTOM and event.name == "ask_user.question":
+            assert event.data["question"] == "what is your favourite colour?"
+            assert agent.emit_external_event(
+                ExternalEvent("ask_user.answer", {"id": event.data["id"], "answer": "green"}),
+                config=config,
+            )
+        if event.type is AgentEventType.RUN_COMPLETED:
+            answered = event.message.content
+    assert answered == "The ask_user tool returned: green"

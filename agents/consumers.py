@@ -2,9 +2,10 @@
 
 Both stay thin: check who is asking, validate each frame, hand actions to the RunManager and
 render what the channel layer brings as htmx out-of-band fragments (agents.rendering).
-Close codes: 4401 anonymous, 4403 not allowed, 4404 no such session. The socket is accepted
-before closing with those codes so the browser sees them (a refused handshake would look like
-1006, which the htmx ws extension retries forever).
+Close codes: 4401 anonymous, 4403 not allowed (the monitor), 4404 no such session, and also
+someone else's session: the chat page answers 404 there, so a socket reveals no more. The
+socket is accepted before closing with those codes so the browser sees them (a refused
+handshake would look like 1006, which the htmx ws extension retries forever).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class SessionConsumer(_GroupConsumer):
         if not exists:
             return await self.refuse(CLOSE_NOT_FOUND)
         if not may_use_session(user, owner_id):
-            return await self.refuse(CLOSE_FORBIDDEN)
+            return await self.refuse(CLOSE_NOT_FOUND)
         await self.accept()
         # Join first, then snapshot: frames published meanwhile wait in our channel and are
         # filtered against the snapshot, so nothing falls between the two.

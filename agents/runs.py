@@ -767,6 +767,7 @@ class RunManager:
         if kind is _ET.TOOL_CALL_DELTA:
             return  # the completed assistant message carries the assembled calls
         self._flush_delta(hosted)
+        phase_changed = run.phase != event.phase.value
         run.phase = event.phase.value
         data: dict[str, Any] = {}
         fields = ["phase"]
@@ -896,7 +897,12 @@ class RunManager:
             )
         )
         hosted.dirty = True
-        if "waiting_for" in fields or "status" in fields or kind is _ET.TOOL_STARTED:
+        if (
+            phase_changed
+            or "waiting_for" in fields
+            or "status" in fields
+            or kind is _ET.TOOL_STARTED
+        ):
             hosted.outbox.push({"type": "run.state", **base, "run": hosted.row()})
         if checkpoint:
             await _checkpoint(run, hosted.trace, fields)

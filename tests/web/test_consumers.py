@@ -148,12 +148,12 @@ async def test_anonymous_chat_and_monitor_sockets_are_closed_with_4401(
     assert await monitor.closed_with() == 4401
 
 
-async def test_another_users_session_is_closed_with_4403(
+async def test_another_users_session_is_closed_like_a_missing_one(
     connect: Any, user: Any, other_user: Any, make_profile: Any, make_session: Any
 ) -> None:
     session = await make_session(user, await make_profile())
     socket = await connect(f"/ws/sessions/{session.id}/", other_user)
-    assert await socket.closed_with() == 4403
+    assert await socket.closed_with() == 4404
 
 
 async def test_unknown_session_is_closed_with_4404(connect: Any, user: Any) -> None:

@@ -770,7 +770,10 @@ class RunManager:
         phase_changed = run.phase != event.phase.value
         run.phase = event.phase.value
         data: dict[str, Any] = {}
-        fields = ["phase"]
+        fields = [
+            "phase",
+            "iterations",
+        ]  # iterations: set at MODEL_STARTED, saved with the next write
         checkpoint = True
         if kind is _ET.RUN_STARTED:
             if hosted.agent is not None:

@@ -298,3 +298,44 @@ async def test_an_action_without_an_active_run_is_rejected_with_a_reason(
     ]
     stored = [a async for a in OperatorAction.objects.filter(session=session).order_by("id")]
     assert stored[3].payload == {"text": "go left"} and stored[3].run_id is None
+
+
+async def test_a_question_waits_for_the_answer_which_resumes_the_run(
+    manager: Any, user: Any, make_profile: Any, make_session: Any, listen_session: Any
+) -> None:
+    profile = await make_profile(extensions=(DEMO_TOOLS, ("ask_user", {})))
+    session = await make_session(user, profile)
+    listener = await listen_session(session.id)
+    started = await manager.submit_message(session.id, user, "ask: which colour?")
+    asked = (await listener.until(_is_custom("ask_user.question")))["data"]
+    await listener.until(lambda f: f["type"] == "run.state" and f["run"]["status"] == "waiting")
+    run = await Run.objects.aget(request_id=started.request_id)
+    assert run.status == "waiting"
+    assert [(w["kind"], w["id"], w["question"]) for w in run.waiting_for] == [
+        ("question", asked["id"], "which colour?")
+    ]
+
+    forged = await manager.control(session.id, user, "answer", {"id": "q-forged", "answer": "red"})
+    reply = await manager.control(session.id, user, "answer", {"id": asked["id"], "answer": "blue"})
+    again = await manager.control(
+        session.id, user, "answer", {"id": asked["id"], "answer": "green"}
+    )
+
+    assert not forged.accepted and "No such pending request" in forged.reason
+    assert reply.accepted, reply
+    assert not again.accepted and again.reason
+    await listener.finished(started.request_id)
+    answered = [f["data"] for f in listener.frames if _is_custom("ask_user.answered")(f)]
+    assert [(a["id"], a["answer"], a["by"]) for a in answered] == [
+        (asked["id"], "blue", user.username)
+    ]
+    rows = await _rows(session.id)
+    tool = next(m for m in rows if m.role == "tool")
+    assert (tool.tool_name, tool.content, tool.is_error) == ("ask_user", "blue", False)
+    assert rows[-1].content == "The ask_user tool returned: blue"
+    assert (await Run.objects.aget(request_id=started.request_id)).status == "completed"
+    assert [(a[0], a[1]) for a in await _actions(session.id)] == [
+        ("answer", "rejected"),
+        ("answer", "accepted"),
+        ("answer", "rejected"),
+    ]

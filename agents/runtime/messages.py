@@ -120,7 +120,8 @@ def copy_message(message: AnyMessage) -> AnyMessage:
     import copy
 
     duplicate = copy.copy(message)
-    duplicate.attributes = copy.deepcopy(message.attributes)
+    # Most messages carry no attributes: skip deepcopy's machinery for the common case.
+    duplicate.attributes = copy.deepcopy(message.attributes) if message.attributes else {}
     if isinstance(duplicate, AssistantMessage) and duplicate.tool_calls:
         # ToolCall is frozen but its arguments dict is not; sharing it would let one
         # request's edits leak into remembered history.

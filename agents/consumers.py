@@ -104,8 +104,11 @@ class SessionConsumer(_GroupConsumer):
         self.streaming: dict[str, int] = {}  # request id -> iteration of its open bubble
         run = snap.get("run")
         active_id = run["request_id"] if run else None
+        # Model calls of the active run whose answers the transcript already shows.
+        self.persisted_iterations: dict[str, int] = {}
         if active_id:
             self.covered[active_id] = int(snap.get("seq") or 0)
+            self.persisted_iterations[active_id] = int(snap.get("persisted_iterations") or 0)
         # Runs whose messages are already persisted and that are not active are over: any of
         # their frames still queued for us would only repeat what the snapshot shows.
         self.settled = {
@@ -167,14 +170,18 @@ class SessionConsumer(_GroupConsumer):
             html = rendering.append_message(message)
         await self._status(event, html)
 
+    def _persisted(self, event: dict[str, Any]) -> bool:
+        done = self.persisted_iterations.get(event.get("request_id", ""), 0)
+        return int(event.get("iteration") or 0) <= done
+
     async def run_model_started(self, event: dict[str, Any]) -> None:
-        if self._fresh(event):
+        if self._fresh(event) and not self._persisted(event):
             html = self._open_stream(event["request_id"], int(event.get("iteration") or 0))
             if html:
                 await self.send(text_data=html)
 
     async def run_delta(self, event: dict[str, Any]) -> None:
-        if not self._fresh(event):
+        if not self._fresh(event) or self._persisted(event):
             return
         request_id, iteration = event["request_id"], int(event.get("iteration") or 0)
         html = self._open_stream(request_id, iteration)

@@ -523,6 +523,7 @@ class RunManager:
         rows = await _transcript(session_id)
         messages = [message_dict(row, request_id=request_id) for row, request_id in rows]
         seq = 0
+        persisted_iterations = 0
         if partial is not None:
             run = partial.pop("run")
             seq = partial.pop("seq")
@@ -534,6 +535,10 @@ class RunManager:
             assistant_rows = sum(
                 1 for row, rid in rows if rid == run["request_id"] and row.role == "assistant"
             )
+            # The model calls whose answers the transcript already holds: their late deltas
+            # (seq above the snapshot's when an answer completed between our two reads)
+            # must not reopen a streaming bubble.
+            persisted_iterations = assistant_rows
             if assistant_rows >= partial["iteration"] or not (
                 partial["text"] or partial["reasoning"]
             ):
@@ -548,6 +553,7 @@ class RunManager:
             "run": run,
             "partial": partial,
             "seq": seq,
+            "persisted_iterations": persisted_iterations,
         }
 
     async def _local_partial(self, hosted: HostedRun) -> dict[str, Any]:

@@ -324,6 +324,41 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
     assert await assistant_contents(session.id) == [answer]
 
 
+async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    # The first answer (with its tool call) is stored; the run then waits for approval.
+    profile = await make_profile(
+        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    )
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="what is 6*7?")
+    await socket.until(lambda frame: "approval" in frame)
+
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await again.next()
+    assert "Let me use the calculator tool." in snapshot
+    covered = await manager.snapshot(session.id)
+    assert covered["persisted_iterations"] == 1
+    # A delta of that answer arriving with a seq above the snapshot's (the answer completed
+    # between the snapshot's two reads) must not reopen a streaming bubble.
+    run = covered["run"]
+    group = session_group(session.id)
+    await channel_layer.group_send(group, {
+        "type": "run.delta", "request_id": run["request_id"], "seq": covered["seq"] + 1,
+        "first_seq": covered["seq"] + 1, "kind": "text", "text": "tool.", "iteration": 1,
+    })  # fmt: skip
+    assert await again.communicator.receive_nothing(timeout=0.2)
+    await manager.control(session.id, user, "cancel", {})
+
+
 async def test_late_frames_of_a_run_the_snapshot_shows_finished_are_dropped(
     connect: Any, channel_layer: Any, user: Any, make_profile: Any, make_session: Any
 ) -> None:

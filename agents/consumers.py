@@ -32,8 +32,23 @@ _session_owner = database_sync_to_async(queries.session_owner)
 _monitor_runs = database_sync_to_async(queries.monitor_runs)
 
 
+# Group messages whose handlers only render what the message carries: no database.
+_RENDER_ONLY_PREFIXES = ("run.", "monitor.")
+
+
 class _GroupConsumer(AsyncWebsocketConsumer):
     """Joins its groups, and re-joins them well before the layer's group_expiry drops it."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler, a hop to the
+        # one ORM thread; for every streamed frame to every socket that queued rendering
+        # behind the run's writes. Render-only handlers skip it.
+        if message["type"].startswith(_RENDER_ONLY_PREFIXES):
+            handler = getattr(self, message["type"].replace(".", "_"), None)
+            if handler is not None:
+                await handler(message)
+                return
+        await super().dispatch(message)
 
     def groups_to_join(self) -> list[str]:
         return []

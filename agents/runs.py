@@ -630,8 +630,9 @@ class RunManager:
             run.status = RunStatus.RUNNING
             run.started_at = timezone.now()
             run.heartbeat_at = run.started_at
-            await _save_run(run, ["status", "started_at", "heartbeat_at"])
-            await _touch_session(hosted.session_id, SessionStatus.RUNNING)
+            await _checkpoint(
+                run, [], ["status", "started_at", "heartbeat_at"], session=SessionStatus.RUNNING
+            )
             message = UserMessage(hosted.text, attributes={"by": hosted.owner})
             config = AgentRunConfig(session_id=hosted.session_id, request_id=hosted.request_id)
             async with aclosing(hosted.agent.stream(message, config=config)) as events:
@@ -669,8 +670,7 @@ class RunManager:
             run.current_tool = ""
             run.waiting_for = []
             run.finished_at = timezone.now()
-            await _checkpoint(run, hosted.trace, _RUN_FIELDS)
-            await _touch_session(hosted.session_id, SessionStatus.IDLE)
+            await _checkpoint(run, hosted.trace, _RUN_FIELDS, session=SessionStatus.IDLE)
             row = hosted.row()
             hosted.outbox.push(
                 {
@@ -887,13 +887,14 @@ class RunManager:
         elif kind is _ET.RUN_COMPLETED:
             checkpoint = False  # _finish writes the final state
         new_status = RunStatus.WAITING if run.waiting_for else RunStatus.RUNNING
+        session_status = None
         if run.status != new_status and run.status in (RunStatus.RUNNING, RunStatus.WAITING):
             run.status = new_status
             fields.append("status")
-            await _touch_session(
-                hosted.session_id,
-                SessionStatus.WAITING if new_status == RunStatus.WAITING else SessionStatus.RUNNING,
+            session_status = (
+                SessionStatus.WAITING if new_status == RunStatus.WAITING else SessionStatus.RUNNING
             )
+            checkpoint = True
         hosted.trace.append(
             RunEvent(
                 run=run,
@@ -914,7 +915,7 @@ class RunManager:
         ):
             hosted.outbox.push({"type": "run.state", **base, "run": hosted.row()})
         if checkpoint:
-            await _checkpoint(run, hosted.trace, fields)
+            await _checkpoint(run, hosted.trace, fields, session=session_status)
 
     def _trace_delta(self, hosted: HostedRun, event: AgentEvent, text_kind: str) -> None:
         entry = hosted.pending_delta
@@ -1005,10 +1006,17 @@ class RunManager:
         )
 
     async def _sender(self, hosted: HostedRun) -> None:
-        """Send the run's frames in order; text deltas wait one batch window at most."""
+        """Send the run's frames in order; a text delta waits one batch window at most.
+
+        A delta is held only while the previous frame went out less than a window ago,
+        so the first token after a pause leaves at once and a fast stream is sent as one
+        frame per window.
+        """
         window = _setting("ZETT_DELTA_BATCH_SECONDS", 0.025)
         group = session_group(hosted.session_id)
         outbox = hosted.outbox
+        loop = asyncio.get_running_loop()
+        last_sent = -window
         while True:
             if not outbox.items:
                 if hosted.done.is_set():
@@ -1018,7 +1026,10 @@ class RunManager:
                 continue
             head = outbox.items[0]
             if head["type"] == "run.delta" and len(outbox.items) == 1 and not hosted.done.is_set():
-                await asyncio.sleep(window)
+                hold = last_sent + window - loop.time()
+                if hold > 0:
+                    await asyncio.sleep(hold)
+            last_sent = loop.time()
             while outbox.items:
                 frame = outbox.items.popleft()
                 try:
@@ -1173,9 +1184,19 @@ def _save_run(run: Run, fields: list[str]) -> None:
 
 
 @sync_to_async
-def _checkpoint(run: Run, trace: list[RunEvent], fields: list[str]) -> None:
-    """Write the run's changed fields and its not-yet-written trace in one transaction."""
+def _checkpoint(
+    run: Run, trace: list[RunEvent], fields: list[str], *, session: str | None = None
+) -> None:
+    """Write the run's changed fields, its unwritten trace and the session's status at once.
+
+    One transaction, one hop to the ORM thread: under load those hops are what a run
+    waits for.
+    """
     with transaction.atomic():
+        if session is not None:
+            ChatSession.objects.filter(pk=run.session_id).update(
+                status=session, updated_at=timezone.now()
+            )
         if fields:
             Run.objects.filter(pk=run.pk).update(
                 **{name: getattr(run, name) for name in set(fields)}
@@ -1183,11 +1204,6 @@ def _checkpoint(run: Run, trace: list[RunEvent], fields: list[str]) -> None:
         if trace:
             RunEvent.objects.bulk_create(trace)
             trace.clear()
-
-
-@sync_to_async
-def _touch_session(session_id: str, status: str) -> None:
-    ChatSession.objects.filter(pk=session_id).update(status=status, updated_at=timezone.now())
 
 
 @sync_to_async

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
 from .models import Message, Run
@@ -46,13 +47,7 @@ class DjangoSessionStore(AgentExtension):
     priority = 10
 
     async def on_state(self, context: AgentRunContext) -> None:
-        rows = [
-            row
-            async for row in Message.objects.filter(session_id=context.session_id).order_by("seq")
-        ]
-        run_pk = await (
-            Run.objects.filter(request_id=context.request_id).values_list("pk", flat=True).afirst()
-        )
+        rows, run_pk = await _load_history(context.session_id, context.request_id)
         context.metadata[_STATE_KEY] = _StoreState(
             next_seq=(rows[-1].seq + 1) if rows else 1, run_pk=run_pk
         )
@@ -124,6 +119,14 @@ class DjangoSessionStore(AgentExtension):
                     .afirst()
                 )
                 state.next_seq = (last or 0) + 1
+
+
+@sync_to_async
+def _load_history(session_id: str, request_id: str) -> tuple[list[Message], int | None]:
+    """The session's rows and the request's Run pk, in one hop to the ORM thread."""
+    rows = list(Message.objects.filter(session_id=session_id).order_by("seq"))
+    run_pk = Run.objects.filter(request_id=request_id).values_list("pk", flat=True).first()
+    return rows, run_pk
 
 
 async def _write_uncancellable(write: Coroutine[Any, Any, None]) -> None:

@@ -178,7 +178,8 @@ def _channel_layers() -> dict[str, Any]:
     if not redis_url:
         return {
             "default": {
-                "BACKEND": "channels.layers.InMemoryChannelLayer",
+                # channels' in-memory layer with amortised expiry scans (agents/layers.py).
+                "BACKEND": "agents.layers.EmbeddedChannelLayer",
                 "CONFIG": {"capacity": capacity, "expiry": expiry, "group_expiry": group_expiry},
             }
         }

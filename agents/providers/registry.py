@@ -30,6 +30,9 @@ class DemoSettings(_Settings):
     """The offline demo model."""
 
     delay: float = Field(0.02, ge=0, le=5, description="Seconds between streamed words.")
+    reply_words: int = Field(
+        0, ge=0, le=10_000, description="Pad plain replies to at least this many words."
+    )
 
 
 class ScriptedSettings(_Settings):
@@ -96,7 +99,7 @@ def _url(value: HttpUrl | None) -> str | None:
 def _demo(model_name: str, settings: DemoSettings) -> AgentModel:
     from .demo import DemoModel
 
-    return DemoModel(delay=settings.delay)
+    return DemoModel(delay=settings.delay, reply_words=settings.reply_words)
 
 
 def _scripted(model_name: str, settings: ScriptedSettings) -> AgentModel:

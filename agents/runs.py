@@ -727,7 +727,9 @@ class RunManager:
 
     async def _agent_for(self, session: ChatSession) -> Agent:
         profile = session.profile
-        rows = await _extension_rows(profile.pk)
+        rows = getattr(session, "extension_rows", None)
+        if rows is None:
+            rows = await _extension_rows(profile.pk)
         fingerprint = repr(
             (
                 profile.updated_at,
@@ -1102,7 +1104,11 @@ _RUN_FIELDS = [
 
 @sync_to_async
 def _load_session(session_id: str) -> ChatSession | None:
-    return ChatSession.objects.select_related("owner", "profile").filter(pk=session_id).first()
+    """The session with its owner, profile and the profile's extension rows (one hop)."""
+    session = ChatSession.objects.select_related("owner", "profile").filter(pk=session_id).first()
+    if session is not None:
+        session.extension_rows = _extension_rows_now(session.profile_id)  # type: ignore[attr-defined]
+    return session
 
 
 @sync_to_async
@@ -1167,8 +1173,7 @@ def _transcript(session_id: str) -> list[tuple[Message, str | None]]:
     return [(row, row.run.request_id if row.run else None) for row in rows]
 
 
-@sync_to_async
-def _extension_rows(profile_pk: int) -> tuple[tuple[Any, ...], ...]:
+def _extension_rows_now(profile_pk: int) -> tuple[tuple[Any, ...], ...]:
     from .models import ExtensionSetting
 
     return tuple(
@@ -1176,6 +1181,9 @@ def _extension_rows(profile_pk: int) -> tuple[tuple[Any, ...], ...]:
         .order_by("position", "id")
         .values_list("key", "instance_name", "enabled", "priority", "settings")
     )
+
+
+_extension_rows = sync_to_async(_extension_rows_now)
 
 
 @sync_to_async

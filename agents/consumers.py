@@ -32,8 +32,10 @@ _session_owner = database_sync_to_async(queries.session_owner)
 _monitor_runs = database_sync_to_async(queries.monitor_runs)
 
 
-# Group messages whose handlers only render what the message carries: no database.
-_RENDER_ONLY_PREFIXES = ("run.", "monitor.")
+# Messages whose handlers need no connection clean-up first: group frames only render what
+# they carry, and a browser frame's handler reaches the database only through helpers that
+# clean up themselves (database_sync_to_async, the RunManager's ORM calls).
+_RENDER_ONLY_PREFIXES = ("run.", "monitor.", "websocket.receive")
 
 
 class _GroupConsumer(AsyncWebsocketConsumer):
@@ -42,7 +44,7 @@ class _GroupConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler, a hop to the
         # one ORM thread; for every streamed frame to every socket that queued rendering
-        # behind the run's writes. Render-only handlers skip it.
+        # behind the run's writes. These handlers skip it.
         if message["type"].startswith(_RENDER_ONLY_PREFIXES):
             handler = getattr(self, message["type"].replace(".", "_"), None)
             if handler is not None:

@@ -33,6 +33,35 @@ def recover_stale_runs() -> int:
     return len(reaped)
 
 
+def start_manager_with_server() -> bool:
+    """Start the RunManager as soon as Daphne's event loop runs, before any connection.
+
+    Without it a process that serves no traffic would never reap the runs of a dead
+    peer. Daphne creates its loop (``daphne.server.twisted_loop``) before it imports the
+    application; elsewhere (tests, runworker) the first connection starts the manager.
+    """
+    import sys
+
+    server = sys.modules.get("daphne.server")
+    loop = getattr(server, "twisted_loop", None)
+    if loop is None or loop.is_closed():
+        return False
+
+    def start() -> None:
+        from .runs import get_run_manager
+
+        task = loop.create_task(get_run_manager().start())
+        task.add_done_callback(_log_start_failure)
+
+    loop.call_soon_threadsafe(start)
+    return True
+
+
+def _log_start_failure(task: Any) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("could not start the run manager", exc_info=task.exception())
+
+
 class StartRunManager:
     """ASGI middleware starting this process's RunManager on the first connection."""
 

@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
@@ -166,6 +167,7 @@ class HostedRun:
     tool_started: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     dirty: bool = True  # the monitor row changed since the last tick
+    interrupted: bool = False  # another process reaped it: it ends as interrupted
 
     def row(self) -> dict[str, Any]:
         return run_row(self.run, owner=self.owner, profile=self.profile_name, title=self.title)
@@ -194,7 +196,10 @@ class RunManager:
         if self._started:
             return
         self._started = True
-        self._control_channel = await self.layer.new_channel("zett-host.")
+        # The default prefix on purpose: channels-redis serves all of a process's local
+        # channels through one receive loop per prefix, and a second prefix would let the
+        # control loop starve every socket of this process while it waits.
+        self._control_channel = await self.layer.new_channel()
         self._background = [
             asyncio.create_task(self._control_loop(), name="zett-control"),
             asyncio.create_task(self._heartbeat_loop(), name="zett-heartbeat"),
@@ -401,9 +406,11 @@ class RunManager:
         hosted.run.cancel_state = CancelState.REQUESTED
         await self._state_changed(hosted, fields=["cancel_state"])
         if hosted.task is not None and not hosted.task.done():
+            # Acknowledge (saved and sent) before cancelling: the run's end then reports
+            # "stopped", and pages see requested -> acknowledged -> stopped in order.
             hosted.run.cancel_state = CancelState.ACKNOWLEDGED
-            hosted.task.cancel()
             await self._state_changed(hosted, fields=["cancel_state"])
+            hosted.task.cancel()
 
     # -- cross-process control -----------------------------------------------------------
 
@@ -474,7 +481,16 @@ class RunManager:
     async def _control_loop(self) -> None:
         assert self._control_channel is not None
         while True:
-            message = await self.layer.receive(self._control_channel)
+            try:
+                message = await self.layer.receive(self._control_channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A layer hiccup (Redis restarting, a timeout) must not end control intake
+                # for the life of the process.
+                log.exception("control intake failed; retrying")
+                await asyncio.sleep(1.0)
+                continue
             kind = message.get("type")
             if kind == "control.reply":
                 future = self._replies.get(message.get("correlation", ""))
@@ -644,6 +660,8 @@ class RunManager:
             self._report_cancelled_calls(hosted)
             if self._closed:
                 run.error = "The server shut down during this run."
+                status = RunStatus.INTERRUPTED
+            elif hosted.interrupted:
                 status = RunStatus.INTERRUPTED
         except (ProviderError, ProfileConfigError) as exc:
             # Expected failures (the provider said no, the profile is broken): the
@@ -1065,17 +1083,32 @@ class RunManager:
             await asyncio.sleep(interval)
             try:
                 if self.hosted:
-                    await Run.objects.filter(
-                        host=self.host_id, status__in=RunStatus.active()
-                    ).aupdate(heartbeat_at=timezone.now())
+                    await self._beat()
                 await self.reap_stale_runs()
             except Exception:
                 log.exception("heartbeat or reaper failed")
 
+    async def _beat(self) -> None:
+        """Mark our runs alive; a run another process already gave up on is stopped here."""
+        hosted = {h.request_id: h for h in self.hosted.values() if not h.done.is_set()}
+        alive = await _beat(self.host_id, list(hosted))
+        for request_id, run in hosted.items():
+            if request_id not in alive and run.task is not None and not run.task.done():
+                log.warning("run %s was marked interrupted elsewhere; stopping it", request_id)
+                run.run.error = "Interrupted: this process stopped beating for too long."
+                run.interrupted = True
+                run.task.cancel()
+
     async def reap_stale_runs(self) -> list[str]:
-        """Mark runs whose host stopped beating as interrupted; returns their request ids."""
+        """Mark runs whose host stopped beating as interrupted; returns their request ids.
+
+        A run counts as stale one heartbeat before ZETT_STALE_RUN_SECONDS of silence, so
+        with the reaper itself running every heartbeat a dead host's runs are marked
+        within ZETT_STALE_RUN_SECONDS of its death.
+        """
         stale_after = _setting("ZETT_STALE_RUN_SECONDS", 10.0)
-        cutoff = timezone.now() - timedelta(seconds=stale_after)
+        beat = _setting("ZETT_HEARTBEAT_SECONDS", 2.0)
+        cutoff = timezone.now() - timedelta(seconds=max(beat, stale_after - beat))
         stale = await _reap(self.host_id, cutoff)
         for request_id, session_id, row in stale:
             await self.layer.group_send(
@@ -1144,6 +1177,19 @@ def _create_run(session: ChatSession, user: Any, text: str, host: str) -> Run | 
         fields["title"] = session.title
     ChatSession.objects.filter(pk=session.pk).update(**fields)
     return run
+
+
+def _beat_now(host: str, request_ids: list[str]) -> set[str]:
+    """Beat for our active runs; return those still active (others were reaped)."""
+    runs = Run.objects.filter(host=host, request_id__in=request_ids, status__in=RunStatus.active())
+    runs.update(heartbeat_at=timezone.now())
+    return set(runs.values_list("request_id", flat=True))
+
+
+# Liveness must not wait behind the runs' own writes on the one ORM thread: under load
+# that queue can be seconds long and a healthy host would look dead. Heartbeats (and the
+# reaper) use a connection of their own in a worker thread, cleaned up around each call.
+_beat = database_sync_to_async(_beat_now, thread_sensitive=False)
 
 
 @sync_to_async
@@ -1285,7 +1331,7 @@ def reap_stale_runs_db(host_id: str | None, cutoff: Any) -> list[tuple[str, str,
     return reaped
 
 
-_reap = sync_to_async(reap_stale_runs_db)
+_reap = database_sync_to_async(reap_stale_runs_db, thread_sensitive=False)
 
 
 # -- waiting-for bookkeeping -------------------------------------------------------------

@@ -28,6 +28,19 @@ def env_bool(name: str, default: str) -> bool:
     raise ValueError(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
+def env_float(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value} must be between {low} and {high}")
+    return value
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -173,22 +186,32 @@ def _channel_layers() -> dict[str, Any]:
     # The layer delivers at most once and drops on overflow; the database is the truth, so
     # these bound memory rather than promise delivery. A long-lived socket refreshes its
     # group_add well before group_expiry.
-    capacity, expiry, group_expiry = 1000, 60, 86400
+    expiry, group_expiry = 60, 86400
     redis_url = os.environ.get("REDIS_URL", "").strip()
     if not redis_url:
         return {
             "default": {
                 # channels' in-memory layer with amortised expiry scans (agents/layers.py).
                 "BACKEND": "agents.layers.EmbeddedChannelLayer",
-                "CONFIG": {"capacity": capacity, "expiry": expiry, "group_expiry": group_expiry},
+                # Per channel: one socket's backlog.
+                "CONFIG": {
+                    "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 1000, 10, 1e7)),
+                    "expiry": expiry,
+                    "group_expiry": group_expiry,
+                },
             }
         }
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [redis_url],
-                "capacity": capacity,
+                # redis-py 8 defaults to a 5 s socket timeout, as long as channels-redis's
+                # blocking receive: idle sockets would die with TimeoutError.
+                # Its pools also default to 100 connections, too few for a busy process.
+                "hosts": [{"address": redis_url, "socket_timeout": None, "max_connections": 1000}],
+                # channels-redis keeps all of one process's socket channels under one key,
+                # so this bounds a whole process's backlog, not one socket's.
+                "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 20000, 10, 1e7)),
                 "expiry": expiry,
                 "group_expiry": group_expiry,
             },
@@ -201,19 +224,6 @@ CHANNEL_LAYERS = _channel_layers()
 # Dotted paths of extra extensions for the catalog (agents/catalog.py): each names an
 # AgentExtension subclass (optionally with a pydantic `Settings` model) or an ExtensionSpec.
 ZETT_EXTENSIONS = env_list("ZETT_EXTENSIONS")
-
-
-def env_float(name: str, default: float, low: float, high: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} must be between {low} and {high}")
-    return value
 
 
 # Run hosting (agents/runs.py).

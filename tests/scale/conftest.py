@@ -38,12 +38,6 @@ FRAME_TIMEOUT = 15.0
 # Short timings so crash recovery takes seconds; tests of the defaults drop them.
 FAST_TIMINGS = {"ZETT_HEARTBEAT_SECONDS": "0.5", "ZETT_STALE_RUN_SECONDS": "3"}
 SCALE_ALIAS = "scale"
-# redis-py 8 reads with a 5 s socket timeout by default, which channels-redis's blocking 5 s
-# BZPOPMIN receive overruns: every receive of an idle channel raises TimeoutError, killing
-# idle consumers and the RunManager's control loop (django/channels_redis#422). Until
-# zett_site/settings.py sets the layer's socket_timeout, the processes get it through the URL;
-# test_cross_process.py keeps an xfail test that uses the plain URL.
-REDIS_TIMEOUT_QUERY = "?socket_timeout=30"
 LOGS_KEY = pytest.StashKey[list[Path]]()
 
 
@@ -134,9 +128,7 @@ def _allow_scale_db(django_db_blocker: Any) -> Iterator[None]:
         yield
 
 
-def process_env(
-    database: ScaleDatabase, extra: dict[str, str] | None = None, *, plain_redis_url: bool = False
-) -> dict[str, str]:
+def process_env(database: ScaleDatabase, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a server or worker process of the cluster."""
     env = {
         key: value
@@ -145,7 +137,7 @@ def process_env(
     }
     env.update(
         DATABASE_URL=database.url,
-        REDIS_URL=database.redis_url + ("" if plain_redis_url else REDIS_TIMEOUT_QUERY),
+        REDIS_URL=database.redis_url,
         DJANGO_SECRET_KEY=database.secret_key,
         DJANGO_DEBUG="0",
         ZETT_SERVE_STATIC="0",
@@ -373,12 +365,10 @@ class Cluster:
         env: dict[str, str] | None = None,
         defaults: bool = False,
         names: tuple[str, ...] = (),
-        plain_redis_url: bool = False,
     ) -> list[ClusterProcess]:
         """Start `count` Daphne processes and wait until each accepts connections.
 
-        `defaults=True` leaves the heartbeat and stale-run timings at their defaults;
-        `plain_redis_url=True` drops the socket-timeout workaround (REDIS_TIMEOUT_QUERY).
+        `defaults=True` leaves the heartbeat and stale-run timings at their defaults.
         """
         extra = {**({} if defaults else FAST_TIMINGS), **(env or {})}
         started = []
@@ -387,9 +377,7 @@ class Cluster:
             name = names[index] if index < len(names) else f"daphne-{len(self.processes) + 1}"
             command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
             command.append("zett_site.asgi:application")
-            member = self._spawn(
-                name, command, process_env(self.database, extra, plain_redis_url=plain_redis_url)
-            )
+            member = self._spawn(name, command, process_env(self.database, extra))
             member.port = port
             self.processes.append(member)
             started.append(member)
@@ -637,59 +625,6 @@ def monitor_row(request_id: str, status: str | None = None) -> str:
         rf'data-testid="monitor-row" data-request-id="{re.escape(request_id)}"'
         rf' data-status="(?P<status>{wanted})"'
     )
-
-
-# -- known bugs in files outside tests/scale ---------------------------------------------------
-
-#: agents/runs.py RunManager.start names its control channel with new_channel("zett-host."),
-#: whose non-local part differs from the consumers' "specific.<client>!". channels-redis reads a
-#: process's local channels through one receive lock held by one reader, which pops only its own
-#: channel's key and keeps the lock until a message arrives there: once the control loop holds
-#: it, no consumer of that process receives a group frame (and vice versa).
-CONTROL_CHANNEL_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        'agents/runs.py RunManager.start: new_channel("zett-host.") starves every consumer of '
-        "group frames under channels-redis (one receive lock per process, held by the control "
-        "loop while it pops a different key); use new_channel() with the default prefix"
-    ),
-)
-
-#: agents/runs.py RunManager._cancel cancels the run's task before it records and renders the
-#: acknowledged state; by the time that frame is built the task's _finish has already set
-#: "stopped", so no page (and often not the database) ever shows "acknowledged".
-CANCEL_ACK_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agents/runs.py RunManager._cancel: the acknowledged run.state frame is built after "
-        "hosted.task.cancel() let _finish set cancel_state=stopped, so pages see requested -> "
-        "stopped; save and send ACKNOWLEDGED first, then cancel the task"
-    ),
-)
-
-#: zett_site/settings.py gives the Redis layer capacity=1000 per channel, but channels-redis
-#: stores all of one process's consumer channels ("specific.<client>!...") under ONE key, so the
-#: limit is per process: 100 pages of one process starting runs at once overflow it and
-#: group_send silently drops frames (a page misses its run's end and shows "running" forever).
-LAYER_CAPACITY_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "zett_site/settings.py _channel_layers: capacity=1000 bounds the one Redis key shared by "
-        "all consumers of a process; bursts of ~100 runs per process drop run.finished frames "
-        "(20000 made 3 of 3 load runs pass, 1000 failed 2 of 3)"
-    ),
-)
-
-#: zett_site/settings.py builds the Redis layer from the bare REDIS_URL: with redis-py >= 8
-#: (socket_timeout 5 s by default) every idle receive raises redis.exceptions.TimeoutError.
-REDIS_SOCKET_TIMEOUT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "zett_site/settings.py _channel_layers: redis-py 8 defaults socket_timeout to 5 s, which "
-        "channels-redis's 5 s BZPOPMIN overruns; idle consumers and the RunManager's control "
-        'loop die with TimeoutError (set hosts=[{"address": url, "socket_timeout": None}])'
-    ),
-)
 
 
 # -- a Chat Completions server that checks what a real provider checks ---------------------------

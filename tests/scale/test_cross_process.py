@@ -10,11 +10,8 @@ import pytest
 
 from .conftest import (
     ASSISTANT,
-    CANCEL_ACK_BUG,
-    CONTROL_CHANNEL_BUG,
     DELTA,
     MONITOR_PATH,
-    REDIS_SOCKET_TIMEOUT_BUG,
     RUN_STATUS,
     alogin,
     chat_path,
@@ -32,7 +29,6 @@ def reply(action: str, outcome: str = "accepted") -> str:
     return rf'data-reply="{outcome}" data-action="{action}"'
 
 
-@CONTROL_CHANNEL_BUG
 async def test_tokens_and_an_operator_approval_cross_between_three_processes(
     daphne_cluster, rows, sockets
 ):
@@ -92,8 +88,6 @@ async def test_tokens_and_an_operator_approval_cross_between_three_processes(
     assert transcript[3]["content"] == "The result is 42."
 
 
-@CANCEL_ACK_BUG
-@CONTROL_CHANNEL_BUG
 async def test_cancel_sent_through_another_process_stops_the_run_where_it_is_hosted(
     daphne_cluster, rows, sockets
 ):
@@ -136,12 +130,11 @@ async def test_cancel_sent_through_another_process_stops_the_run_where_it_is_hos
     assert not chat.search_all(ASSISTANT), "the cancelled answer must not be completed"
 
 
-@REDIS_SOCKET_TIMEOUT_BUG
 async def test_idle_sockets_survive_the_channel_layer_with_the_documented_redis_url(
     daphne_cluster, rows, sockets
 ):
     """REDIS_URL as the README documents it (no query options) must keep idle sockets alive."""
-    [a] = daphne_cluster.start(1, names=("A",), plain_redis_url=True)
+    [a] = daphne_cluster.start(1, names=("A",))
     owner = await rows.call(rows.create_user, "idle-alice")
     profile = await rows.call(rows.create_profile, "idle-echo")
     [session_id] = await rows.call(rows.create_sessions, owner, profile)

@@ -8,8 +8,6 @@ import time
 
 from .conftest import (
     ASSISTANT,
-    CONTROL_CHANNEL_BUG,
-    LAYER_CAPACITY_BUG,
     alogin,
     chat_path,
     status_of,
@@ -26,8 +24,6 @@ def token(client: int, message: int) -> str:
     return f"load c{client} m{message} end"
 
 
-@LAYER_CAPACITY_BUG
-@CONTROL_CHANNEL_BUG
 async def test_two_hundred_clients_times_ten_messages_all_complete_with_exact_counts(
     daphne_cluster, rows, sockets
 ):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from .conftest import CONTROL_CHANNEL_BUG, DELTA, alogin, chat_path, status_of
+from .conftest import DELTA, alogin, chat_path, status_of
 
 WORKERS = {"ZETT_RUN_WORKERS": "1"}
 NO_WORKER = (
@@ -13,7 +13,6 @@ NO_WORKER = (
 )
 
 
-@CONTROL_CHANNEL_BUG
 async def test_a_worker_hosts_the_run_and_its_tokens_reach_the_chat(daphne_cluster, rows, sockets):
     web1, web2 = daphne_cluster.start(2, env=WORKERS, names=("web1", "web2"))
     worker = daphne_cluster.start_worker(env=WORKERS)
@@ -41,7 +40,6 @@ async def test_a_worker_hosts_the_run_and_its_tokens_reach_the_chat(daphne_clust
     assert answer["content"].startswith(expected)
 
 
-@CONTROL_CHANNEL_BUG
 async def test_without_a_worker_the_reaper_interrupts_the_run_naming_the_missing_worker(
     daphne_cluster, rows, sockets
 ):

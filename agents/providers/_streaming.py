@@ -34,7 +34,9 @@ async def stream_message(
         if delay:
             await asyncio.sleep(delay)
         yield ModelEvent.tool_call(
-            ToolCallDelta(index=index, id=call.id, name=call.name, arguments=json.dumps(call.arguments))
+            ToolCallDelta(
+                index=index, id=call.id, name=call.name, arguments=json.dumps(call.arguments)
+            )
         )
     reason = finish_reason or ("tool_calls" if message.tool_calls else "stop")
     yield ModelEvent.completed(ModelResponse(message=message, finish_reason=reason, usage=usage))

@@ -12,7 +12,7 @@ from ..runtime.messages import AssistantMessage, ToolCall
 from ..runtime.model import ModelEvent, ModelRequest, ModelUsage
 from ._streaming import estimate_tokens, stream_message
 
-Step = Union[str, AssistantMessage, Exception, Callable[[ModelRequest], "Step"]]
+Step = Union[str, AssistantMessage, Exception, Callable[[ModelRequest], "Step"]]  # noqa: UP007 (recursive alias)
 
 
 class ScriptExhausted(RuntimeError):
@@ -21,7 +21,9 @@ class ScriptExhausted(RuntimeError):
 
 def tool_call(name: str, arguments: dict | None = None, *, id: str | None = None) -> ToolCall:
     """Build a ToolCall for a script (a fresh id unless one is given)."""
-    return ToolCall(id=id or f"call_{new_uuid7()[-12:]}", name=name, arguments=dict(arguments or {}))
+    return ToolCall(
+        id=id or f"call_{new_uuid7()[-12:]}", name=name, arguments=dict(arguments or {})
+    )
 
 
 class ScriptedModel:

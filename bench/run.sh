@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runtime overhead benchmark W1: ours against the peer zett-agent, in one invocation.
-# Creates bench/.peer-venv on first use; arguments go to bench/runtime_overhead.py
-# (for example: bench/run.sh --runs 2000 --json).
+# The benchmarks (`make bench`). Creates bench/.peer-venv on first use.
+#   bench/run.sh                 both, with their defaults
+#   bench/run.sh runtime [ARGS]  W1, ours against the peer zett-agent (bench/runtime_overhead.py)
+#   bench/run.sh streaming [ARGS] WebSocket streaming and capacity (bench/streaming.py)
 set -euo pipefail
 
 bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,4 +26,17 @@ if [[ ! -x "$peer_python" ]] \
     "$peer/bin/pip" install --quiet --disable-pip-version-check -r "$bench/requirements-peer.txt"
 fi
 
-exec "$python" "$bench/runtime_overhead.py" "$@"
+which="${1:-all}"
+[[ $# -gt 0 ]] && shift
+case "$which" in
+    runtime) exec "$python" "$bench/runtime_overhead.py" "$@" ;;
+    streaming) exec "$python" "$bench/streaming.py" "$@" ;;
+    all)
+        status=0
+        "$python" "$bench/runtime_overhead.py" --json || status=1
+        "$python" "$bench/streaming.py" --redis --json "$bench/results/streaming.json" || status=1
+        [[ $status -eq 0 ]] || echo "bench/run.sh: some targets were missed (see above)" >&2
+        exit $status
+        ;;
+    *) echo "usage: bench/run.sh [runtime|streaming|all] [ARGS...]" >&2; exit 2 ;;
+esac

@@ -8,15 +8,23 @@ What it measures, all in one invocation (every server is a real Daphne subproces
    the same model in-process, one frame per delta). bench/latency_probe.py stamps every
    delta with its index and yield time; clients compute per-token latency (same clock) and
    check that no token is lost, repeated or reordered and that the final answer matches.
-2. Capacity: ramp active runs (default 50, 100, 250, 500, 1000, 1500; stop at the first
-   failing step) with one staff monitor socket open, a sample of chat clients measuring
-   latency and the rest (in a separate client process) only counting tokens; the largest
-   step with p99 < 100 ms and nothing lost is the process's capacity.
+2. Capacity: the most runs one process keeps active with the monitor open. A step of N runs
+   (default 250, 500, 1000, 1500, 2000; stop at the first failing step) gets a fresh Daphne
+   and SQLite file, starts N runs through the chat socket (open, send, "accepted") at a
+   bounded rate (--ramp-rate, 100/s), then closes every socket but S watched ones (default
+   50): closing a tab never stops a run. Answers are long enough to outlast the step. After
+   the ramp, one window (--window, 20 s) measures token latency at the watched chats, the
+   staff monitor socket (frames, row age, the active count) and the Run table; a step
+   passes with watched p99 < 100 ms, nothing lost or reordered, all N runs active
+   throughout and the slowest watched stream at >= 80% of the model's pace (a saturated
+   loop delivers tokens promptly but makes them slowly). Then the watched runs are
+   cancelled (cancel -> monitor row freshness).
 3. ``--redis``: the streaming measurement on PostgreSQL across TWO dashboard processes on the
    Redis channel layer, half the clients watching a session from the process that does NOT
    host its run, against one process on the in-memory layer on the same database.
 
     .venv/bin/python bench/streaming.py [--clients 100] [--redis] [--json PATH] [--quick]
+        [--no-streaming] [--no-capacity] [--capacity-steps 250,500] [--capacity-sample 50]
 
 Nothing here runs inside pytest. ``ZETT_BENCH_PROFILE_DIR=dir`` runs every server under
 cProfile (see bench/_harness.py).
@@ -29,7 +37,6 @@ import asyncio
 import json
 import os
 import platform
-import random
 import re
 import shlex
 import sys
@@ -53,6 +60,7 @@ TARGET_RATIO = 0.8
 TARGET_P99_MS = 50.0
 CAPACITY_P99_MS = 100.0
 CAPACITY_TARGET = 1000
+PACE_RATIO = 0.8  # capacity: the slowest watched stream keeps 80% of the model's pace
 RUN_TIMEOUT = 60.0  # one answer, start to finish, before the client gives up on it
 CONNECT_CONCURRENCY = 32
 
@@ -62,6 +70,7 @@ _TERMINAL = re.compile(
     r'id="run-status"[^>]*data-status="(completed|failed|cancelled|interrupted)"'
 )
 _TAG = re.compile(r"<[^>]+>")
+_REPLY = re.compile(r'data-reply="(accepted|rejected)"')
 _TERMINAL_MARKS = tuple(
     f'data-status="{status}"' for status in ("completed", "failed", "cancelled", "interrupted")
 )
@@ -123,6 +132,9 @@ class Answer:
     error: str = ""
     finished_at: float | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    reply: str = ""  # the control reply to the message: accepted or rejected
+    replied_at: float | None = None
+    replied: asyncio.Event = field(default_factory=asyncio.Event)
 
     def on_frame(self, frame: str, now: float) -> None:
         if self.measure:
@@ -147,9 +159,15 @@ class Answer:
                     self.finished_at = now
                     self.done.set()
                     break
+        if 'data-reply="' in frame and not self.reply:
+            match = _REPLY.search(frame)
+            if match:
+                self.reply, self.replied_at = match.group(1), now
+                self.replied.set()
         if 'data-reply="rejected"' in frame or 'data-testid="frame-error"' in frame:
             self.error = _TAG.sub("", frame)[:200].strip() or "rejected"
             self.done.set()
+            self.replied.set()
 
     def _deltas(self, frame: str, now: float) -> None:
         inside = self.window is None or self.window[0] <= now <= self.window[1]
@@ -494,209 +512,453 @@ def part_streaming(procs: harness.Processes, args: argparse.Namespace, workload:
 
 
 # -- part 2: capacity ------------------------------------------------------------------------
+#
+# A dashboard has many runs active and few people watching each. Every step starts N runs
+# through the real chat socket path (open, snapshot, send, "accepted"), then closes the socket
+# of all but S watched sessions: the runs go on in the server (closing a tab never stops a
+# run). One staff monitor socket is open for the whole step. Each step has its own Daphne and
+# SQLite file, so steps never accumulate runs.
+
+TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
+# Run starts in flight at once. A start waits behind the others on the server's one ORM
+# thread, and Daphne drops a handshake not accepted within 5 s: more in flight than the
+# server starts per second or two would only turn queueing into refused sockets.
+RAMP_IN_FLIGHT = 16
+RAMP_RATE_FLOOR = 15.0  # starts/s the answer length assumes at worst (measured: 20-40/s)
+SETTLE_TIMEOUT = 60.0  # after the ramp: every run reported running, or the step fails
+CANCEL_TIMEOUT = 20.0
+RUN_MARGIN_S = 30.0  # answers outlast ramp + settle + window by at least this much
+
+_MONITOR_ROW = re.compile(
+    r'<tr id="run-[^"]*" data-testid="monitor-row" data-request-id="([^"]+)" '
+    r'data-status="([^"]+)"[^>]*>(.*?)</tr>',
+    re.S,
+)
+_ROW_SESSION = re.compile(r'href="[^"]*/sessions/([^/"]+)/"')
+_ROW_ELAPSED = re.compile(r'data-started-at="([0-9.]+)">\s*([0-9.]+) s<')
 
 
-def _ticks(start: float, stop: float, step: float = 0.25) -> list[float]:
-    count = max(1, int((stop - start) / step))
-    return [start + i * step for i in range(count)]
+@dataclass(eq=False)
+class MonitorWatch:
+    """The staff monitor socket: every row it receives, and the runs it shows as active.
+
+    The monitor never reflects token progress: text deltas do not mark a run's row dirty
+    (RunManager._handle returns before ``hosted.dirty``) and ``output_tokens`` changes only
+    when a model call completes. So instead of "token yield -> row showing it" this records
+    what the rows do carry: the status of every run (-> the active count), each frame's
+    arrival (-> inter-arrival), each active row's age on arrival (receipt minus the moment
+    the server built it, ``data-started-at`` + the elapsed seconds it shows, +-0.05 s from
+    the one-decimal rendering), and when a session's row first shows a terminal status.
+    """
+
+    status: dict[str, str] = field(default_factory=dict)  # request id -> last status shown
+    session_of: dict[str, str] = field(default_factory=dict)  # request id -> session id
+    terminal_at: dict[str, float] = field(default_factory=dict)  # session id -> first seen
+    frame_times: list[float] = field(default_factory=list)
+    row_ages: list[tuple[float, float]] = field(default_factory=list)  # (received, age s)
+    rows: int = 0
+    bytes: int = 0
+    closed: str = ""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def until(self, condition: Any) -> None:
+        """Return once condition() holds, checked after every frame."""
+        while not condition():
+            self.changed.clear()
+            await self.changed.wait()
+
+    def on_frame(self, frame: str, now: float) -> None:
+        self.changed.set()
+        self.frame_times.append(now)
+        self.bytes += len(frame)
+        for request_id, status, body in _MONITOR_ROW.findall(frame):
+            self.rows += 1
+            self.status[request_id] = status
+            session = _ROW_SESSION.search(body)
+            if session:
+                self.session_of[request_id] = session.group(1)
+                if status in TERMINAL_STATUSES:
+                    self.terminal_at[session.group(1)] = now
+            shown = _ROW_ELAPSED.search(body)
+            if shown and status not in TERMINAL_STATUSES:
+                built = float(shown.group(1)) + float(shown.group(2))
+                self.row_ages.append((now, now - built))
+
+    def active(self, *, running_only: bool = False) -> int:
+        wanted = ("running", "waiting") if running_only else ("queued", "running", "waiting")
+        return sum(1 for status in self.status.values() if status in wanted)
 
 
-def active_counts(intervals: list[tuple[float, float]], ticks: list[float]) -> list[int]:
-    """How many (sent, finished) intervals cover each tick."""
-    return [sum(1 for begin, end in intervals if begin <= t < end) for t in ticks]
-
-
-async def loop_client(
-    client: ChatClient, workload: Workload, start: float, window: tuple[float, float]
-) -> None:
-    """Send, wait for the end of the answer, send again, until the window closes."""
-    stop = window[1]
-    await asyncio.sleep(max(0.0, start - time.time()))
-    while time.time() < stop and not client.closed:
-        answer = await client.run_once(workload, window=window)
-        if answer.error:
-            await asyncio.sleep(0.2)  # do not spin on a failing session
-
-
-async def monitor_client(server: harness.Server, cookie: str, stop: asyncio.Event) -> dict:
+async def open_monitor(server: harness.Server, cookie: str) -> tuple[Any, MonitorWatch, Any]:
     ws = await harness.open_ws(f"{server.ws_url}/ws/monitor/", cookie=cookie, origin=server.origin)
-    frames = rows = finished = 0
-    size = 0
-    closed = ""
+    watch = MonitorWatch()
 
     async def read() -> None:
-        nonlocal frames, rows, finished, size, closed
         try:
             async for frame in ws:
-                frames += 1
-                size += len(frame)
-                rows += frame.count('data-testid="monitor-row"')
-                finished += frame.count('hx-swap-oob="afterbegin:#recent-runs"')
+                watch.on_frame(frame, time.time())
         except Exception as exc:
-            closed = repr(exc)
+            watch.closed = repr(exc)
+        watch.closed = watch.closed or "closed"
+        watch.changed.set()
 
-    reader = asyncio.create_task(read())
+    return ws, watch, asyncio.create_task(read())
+
+
+@dataclass(eq=False)
+class Started:
+    """One run start as the ramp saw it."""
+
+    session_id: str
+    watched: bool
+    sent_at: float = 0.0
+    replied_at: float | None = None
+    error: str = ""
+    client: ChatClient | None = None
+    answer: Answer | None = None
+
+
+async def start_run(
+    server: harness.Server, cookie: str, started: Started, workload: Workload
+) -> None:
+    """Open the chat socket, wait for its snapshot, send, wait for the reply; close it
+    unless the session is watched (then its reader keeps every frame for the measurement)."""
+    url = f"{server.ws_url}/ws/sessions/{started.session_id}/"
+    body = json.dumps({"type": "message", "text": workload.prompt})
+    ws = None
     try:
-        await stop.wait()
+        ws = await harness.open_ws(url, cookie=cookie, origin=server.origin)
+        if started.watched:
+            client = ChatClient(ws, ws, bare=False, measure=True)
+            started.client = client
+            client.start()
+            await asyncio.wait_for(client.ready.wait(), RUN_TIMEOUT)
+            # No window yet: latencies count only once the measurement window is set.
+            answer = Answer(sent_at=time.time(), measure=True, window=(float("inf"),) * 2)
+            client.current = answer
+            client.answers.append(answer)
+            started.answer = answer
+            started.sent_at = answer.sent_at
+            await ws.send(body)
+            await asyncio.wait_for(answer.replied.wait(), RUN_TIMEOUT)
+            started.replied_at = answer.replied_at
+            if answer.reply != "accepted":
+                started.error = answer.error or f"reply {answer.reply or 'missing'}"
+            return
+        await asyncio.wait_for(ws.recv(), RUN_TIMEOUT)  # the snapshot
+        started.sent_at = time.time()
+        await ws.send(body)
+        while True:
+            frame = await asyncio.wait_for(ws.recv(), RUN_TIMEOUT)
+            reply = _REPLY.search(frame)
+            if reply:
+                started.replied_at = time.time()
+                if reply.group(1) != "accepted":
+                    started.error = _TAG.sub("", frame)[:200].strip()
+                break
+            if 'data-testid="frame-error"' in frame:
+                started.error = _TAG.sub("", frame)[:200].strip()
+                break
+    except Exception as exc:
+        started.error = started.error or f"{type(exc).__name__}: {exc}"
     finally:
-        await ws.close()
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
+        if ws is not None and not started.watched:
+            try:
+                await ws.close()  # the tab closes; the run goes on in the server
+            except Exception:
+                pass
+
+
+def capacity_workload(steps: int, args: argparse.Namespace) -> Workload:
+    """A prompt whose answer outlasts the step: a ramp at the slowest start rate expected,
+    the window and a margin, at the demo's pace."""
+    ramp = steps / min(args.ramp_rate, RAMP_RATE_FLOOR)
+    seconds = ramp + args.window + RUN_MARGIN_S
+    words = min(10_000, int(seconds / args.delay) + 1)
+    return Workload("please stream a long answer", words, words, args.delay)
+
+
+def run_table_counts(path: Path) -> dict[str, int]:
+    """Runs by status straight from the step's SQLite file (read-only; WAL lets it read)."""
+    import sqlite3
+
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = connection.execute("SELECT status, COUNT(*) FROM agents_run GROUP BY status")
+        return {status: count for status, count in rows}
+    finally:
+        connection.close()
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
     return {
-        "frames": frames,
-        "bytes": size,
-        "row_updates": rows,
-        "finished_rows": finished,
-        "closed_early": closed,
+        "p50": ms(percentile(values, 50)),
+        "p99": ms(percentile(values, 99)),
+        "max": ms(max(values) if values else None),
+        "samples": len(values),
     }
 
 
 async def capacity_step(
-    procs: harness.Processes,
     server: harness.Server,
+    db_path: Path,
     cookie: str,
     staff_cookie: str,
-    sample_sessions: list[str],
-    load_sessions: list[str],
+    sessions: list[str],
     workload: Workload,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    total = len(sample_sessions) + len(load_sessions)
-    worker = None
-    if load_sessions:
-        worker = await asyncio.create_subprocess_exec(
-            harness.PYTHON,
-            str(BENCH / "streaming.py"),
-            "--load-worker",
-            cwd=ROOT,
-            env=procs.base_env(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-    stop_monitor = asyncio.Event()
-    monitor_task = asyncio.create_task(monitor_client(server, staff_cookie, stop_monitor))
-    samples: list[ChatClient] = []
+    n = len(sessions)
+    sample = min(args.capacity_sample, n)
+    watched_at = {i * n // sample for i in range(sample)}  # spread over the whole ramp
+    starts = [Started(sid, i in watched_at) for i, sid in enumerate(sessions)]
+    monitor_ws, monitor, monitor_reader = await open_monitor(server, staff_cookie)
+    watched = [s for s in starts if s.watched]
     try:
-        connect_started = time.time()
-        if worker is not None:
-            config = {
-                "targets": [
-                    [t.recv_url, t.recv_origin, t.send_url, t.send_origin, t.cookie]
-                    for t in chat_targets(server, cookie, load_sessions)
-                ],
-                "workload": [
-                    workload.prompt,
-                    workload.reply_words,
-                    workload.expected_tokens,
-                    workload.delay,
-                ],
-            }
-            assert worker.stdin is not None and worker.stdout is not None
-            worker.stdin.write((json.dumps(config) + "\n").encode())
-            await worker.stdin.drain()
-        samples = await open_clients(
-            chat_targets(server, cookie, sample_sessions), bare=False, measure=True
-        )
-        if worker is not None:
-            line = await asyncio.wait_for(worker.stdout.readline(), 180)
-            if not line.startswith(b"READY"):
-                raise RuntimeError(f"load worker did not connect: {line[:300]!r}")
-        connect_s = time.time() - connect_started
-        start = time.time() + 0.5
-        window = (start + args.ramp, start + args.ramp + args.window)
-        if worker is not None:
-            worker.stdin.write((json.dumps({"start": start, "window": window}) + "\n").encode())
-            await worker.stdin.drain()
-        # Spread first messages over one answer's length, so runs overlap in steady state.
-        spread = workload.expected_tokens * workload.delay
-        await asyncio.gather(
-            *(loop_client(c, workload, start + random.uniform(0, spread), window) for c in samples)
-        )
-        load: dict[str, Any] = {"tokens_in_window": 0, "intervals": [], "errors": [], "runs": 0}
-        if worker is not None:
-            line = await asyncio.wait_for(worker.stdout.readline(), RUN_TIMEOUT + 60)
-            load = json.loads(line or b"{}")
+        # -- ramp: N run starts at a bounded rate, outside the measurement -------------
+        in_flight = asyncio.Semaphore(RAMP_IN_FLIGHT)
+        ramp_started = time.time()
+
+        async def paced(position: int, started: Started) -> None:
+            await asyncio.sleep(max(0.0, ramp_started + position / args.ramp_rate - time.time()))
+            async with in_flight:
+                await start_run(server, cookie, started, workload)
+
+        await asyncio.gather(*(paced(i, s) for i, s in enumerate(starts)))
+        ramp_s = time.time() - ramp_started
+        ramp_errors = [s.error for s in starts if s.error]
+        accept = [s.replied_at - s.sent_at for s in starts if s.replied_at is not None]
+
+        # -- settle: every run reported running at the monitor --------------------------
+        try:
+            await asyncio.wait_for(
+                monitor.until(lambda: monitor.closed or monitor.active(running_only=True) >= n),
+                SETTLE_TIMEOUT,
+            )
+        except TimeoutError:
+            pass  # the window shows how many are active; fewer than N fails the step
+        await asyncio.sleep(0.5)  # the last rows' writes and frames drain
+        settle_s = time.time() - ramp_started - ramp_s
+
+        # -- window: latency at the watched chats, the monitor, the active count --------
+        start = time.time()
+        window = (start, start + args.window)
+        for s in watched:
+            if s.answer is not None:
+                s.answer.window = window
+        table_start = await asyncio.to_thread(run_table_counts, db_path)
+        cpu_start, client_cpu_start = process_cpu_seconds(server.process.pid), time.process_time()
+        active_samples: list[int] = []
+        while time.time() < window[1]:
+            active_samples.append(monitor.active())
+            await asyncio.sleep(0.25)
+        active_samples.append(monitor.active())
+        watched_closed = [s.session_id for s in watched if s.client is None or s.client.closed]
+        cpu_end, client_cpu_end = process_cpu_seconds(server.process.pid), time.process_time()
+        table_end = await asyncio.to_thread(run_table_counts, db_path)
+        frames_in = [t for t in monitor.frame_times if window[0] <= t <= window[1]]
+        gaps = [b - a for a, b in zip(frames_in, frames_in[1:], strict=False)]
+        ages_in = [age for at, age in monitor.row_ages if window[0] <= at <= window[1]]
+        ages_ramp = [age for at, age in monitor.row_ages if at < window[0]]
+
+        # -- after the window: cancel the watched runs (the rest still stream) ----------
+        cancel_sent: dict[str, float] = {}
+        for s in watched:
+            if s.answer is not None and s.answer.done.is_set():
+                continue  # ended on its own: nothing to cancel
+            if s.client is not None and not s.client.closed and not s.error:
+                cancel_sent[s.session_id] = time.time()
+                try:
+                    await s.client.send_ws.send(json.dumps({"type": "cancel"}))
+                except Exception as exc:
+                    s.error = f"cancel: {exc!r}"
+
+        async def cancelled_everywhere() -> None:
+            await asyncio.gather(
+                *(s.answer.done.wait() for s in watched if s.session_id in cancel_sent)
+            )
+            await monitor.until(
+                lambda: all(
+                    monitor.terminal_at.get(sid, 0.0) >= t for sid, t in cancel_sent.items()
+                )
+            )
+
+        try:
+            await asyncio.wait_for(cancelled_everywhere(), CANCEL_TIMEOUT)
+        except TimeoutError:
+            pass  # the figures count only the cancellations seen
+        to_monitor = [
+            monitor.terminal_at[sid] - sent
+            for sid, sent in cancel_sent.items()
+            if monitor.terminal_at.get(sid, 0.0) >= sent
+        ]
+        to_chat = [
+            s.answer.finished_at - cancel_sent[s.session_id]
+            for s in watched
+            if s.session_id in cancel_sent and s.answer and s.answer.finished_at
+        ]
     finally:
-        stop_monitor.set()
-        for client in samples:
-            await client.close()
-        if worker is not None and worker.returncode is None:
-            try:
-                await asyncio.wait_for(worker.wait(), 30)
-            except TimeoutError:
-                worker.terminate()
-                await worker.wait()
-    monitor = await monitor_task
-    answers = [a for c in samples for a in c.answers]
-    figures = summarize(answers, workload.expected_tokens, window[0])
-    ticks = _ticks(*window)
-    intervals = [(a.sent_at, a.finished_at or a.sent_at) for a in answers]
-    intervals += [tuple(i) for i in load.get("intervals", [])]
-    active = active_counts(intervals, ticks)
-    sample_in_window = sum(a.tokens_in_window for a in answers)
-    delivered = (sample_in_window + load.get("tokens_in_window", 0)) / args.window
-    p99 = figures["latency_ms"]["p99"]
-    intact = all(
-        figures[key] == 0
-        for key in ("lost", "reordered", "duplicated", "unexpected", "final_mismatch")
+        for s in watched:
+            if s.client is not None:
+                await s.client.close()
+        await monitor_ws.close()
+        monitor_reader.cancel()
+        await asyncio.gather(monitor_reader, return_exceptions=True)
+
+    answers = [s.answer for s in watched if s.answer is not None]
+    latencies = [lat for a in answers for lat in a.latencies]
+    checks = [_prefix_check(a) for a in answers]
+    # A run that ended inside the window is a run that was not active: a failure.
+    ended_in_window = sum(
+        1 for a in answers if a.finished_at is not None and a.finished_at <= window[1]
     )
-    errors = figures["error_count"] + len(load.get("errors", []))
-    passed = p99 is not None and p99 < CAPACITY_P99_MS and intact and errors == 0
+    active_table = [
+        sum(t.get(s, 0) for s in ("queued", "running", "waiting")) for t in (table_start, table_end)
+    ]
+    rates = [a.tokens_in_window / args.window for a in answers]
+    p99 = ms(percentile(latencies, 99))
+    # Latency alone misses a saturated loop: the model's sleeps return late, so tokens leave
+    # slowly but promptly. A step must also keep the runs' own pace.
+    pace = min(rates) * workload.delay if rates else 0.0
+    intact = all(sum(c[key] for c in checks) == 0 for key in ("lost", "reordered", "duplicated"))
+    all_active = (
+        min(active_samples) == n
+        and max(active_samples) == n
+        and active_table == [n, n]
+        and ended_in_window == 0
+        and not watched_closed
+    )
+    keeps_pace = pace >= PACE_RATIO
+    cpu = (
+        round((cpu_end - cpu_start) / args.window * 100, 1)
+        if cpu_start is not None and cpu_end is not None
+        else None
+    )
+    passed = (
+        p99 is not None
+        and p99 < CAPACITY_P99_MS
+        and intact
+        and all_active
+        and keeps_pace
+        and not ramp_errors
+    )
     return {
-        "runs": total,
-        "sample_clients": len(sample_sessions),
-        "connect_s": round(connect_s, 2),
-        "active_runs_mean": round(sum(active) / len(active), 1),
-        "active_runs_min": min(active),
-        "delivered_tokens_per_s": round(delivered, 1),
-        "ideal_tokens_per_s": round(total / workload.delay, 1),
-        "answers_completed": figures["answers"]
-        - figures["not_completed"]
-        + load.get("completed", 0),
-        "sample": figures,
-        "load_errors": load.get("errors", [])[:5],
-        "load_error_count": len(load.get("errors", [])),
-        "monitor": monitor,
+        "runs": n,
+        "watched": len(watched),
+        "reply_words": workload.reply_words,
+        "loadavg_at_start": args.step_loadavg,
+        "ramp": {
+            "rate_planned_per_s": args.ramp_rate,
+            "seconds": round(ramp_s, 2),
+            "rate_achieved_per_s": round(n / ramp_s, 1) if ramp_s else None,
+            "send_to_accepted_ms": _spread(accept),
+            "errors": ramp_errors[:5],
+            "error_count": len(ramp_errors),
+            "settle_s": round(settle_s, 2),
+        },
+        "window_s": args.window,
+        "watched_latency_ms": {
+            "p50": ms(percentile(latencies, 50)),
+            "p90": ms(percentile(latencies, 90)),
+            "p99": p99,
+            "max": ms(max(latencies) if latencies else None),
+            "samples": len(latencies),
+        },
+        "watched_tokens_per_s_per_stream": {
+            "mean": round(sum(rates) / len(rates), 1) if rates else None,
+            "min": round(min(rates), 1) if rates else None,
+            "ideal": round(1 / workload.delay, 1),
+            "slowest_over_ideal": round(pace, 3),
+            "keeps_pace": keeps_pace,
+        },
+        "watched_integrity": {
+            key: sum(c[key] for c in checks) for key in ("lost", "reordered", "duplicated")
+        },
+        "watched_ended_in_window": ended_in_window,
+        "watched_sockets_closed_in_window": len(watched_closed),
+        "active_runs": {
+            "monitor_min": min(active_samples),
+            "monitor_max": max(active_samples),
+            "run_table_at_window_start": table_start,
+            "run_table_at_window_end": table_end,
+            "all_active": all_active,
+        },
+        "monitor": {
+            "frames_in_window": len(frames_in),
+            "rows_total": monitor.rows,
+            "bytes_total": monitor.bytes,
+            "frame_gap_in_window_ms": _spread(gaps),
+            "row_age_in_window_ms": _spread(ages_in),
+            "row_age_during_ramp_ms": _spread(ages_ramp),
+            "cancel_to_monitor_row_ms": _spread(to_monitor),
+            "cancel_to_chat_status_ms": _spread(to_chat),
+            "closed_early": monitor.closed if monitor.closed != "closed" else "",
+        },
+        "server_cpu_percent_in_window": cpu,
+        "client_cpu_percent_in_window": round(
+            (client_cpu_end - client_cpu_start) / args.window * 100, 1
+        ),
         "passed": passed,
     }
 
 
-def part_capacity(procs: harness.Processes, args: argparse.Namespace, workload: Workload) -> dict:
-    steps = args.capacity_steps
-    sample = args.capacity_sample
-    needed = sum(max(step, sample) for step in steps)
-    server, data, _ = dashboard_server(procs, "capacity", needed, workload)
-    cookie = harness.login(server, data["user"], data["password"])
-    staff_cookie = harness.login(server, data["staff"], data["password"])
-    sessions = list(data["sessions"])
+def _prefix_check(answer: Answer) -> dict[str, int]:
+    """A run still streaming has sent tokens 0..k: any index missing below the highest one
+    received is lost, any step back is reordered, any repeat duplicated."""
+    seen = set(answer.indices)
+    top = max(seen) if seen else -1
+    return {
+        "lost": len(set(range(top + 1)) - seen),
+        "reordered": sum(
+            1 for a, b in zip(answer.indices, answer.indices[1:], strict=False) if b <= a
+        ),
+        "duplicated": len(answer.indices) - len(seen),
+    }
+
+
+def part_capacity(procs: harness.Processes, args: argparse.Namespace) -> dict:
     results = []
     best = 0
-    try:
-        for step in steps:
-            chunk, sessions = sessions[: max(step, sample)], sessions[max(step, sample) :]
-            sample_sessions = chunk[: min(sample, step)]
-            load_sessions = chunk[min(sample, step) : step]
-            print(f"  capacity step: {step} active runs ...", flush=True)
+    for step in args.capacity_steps:
+        workload = capacity_workload(step, args)
+        name = f"capacity-{step}"
+        args.step_loadavg = [round(x, 2) for x in os.getloadavg()]
+        print(
+            f"  step {step} runs ({min(args.capacity_sample, step)} watched, "
+            f"{workload.reply_words}-word answers, loadavg {args.step_loadavg}) ...",
+            flush=True,
+        )
+        server, data, _ = dashboard_server(procs, name, step, workload)
+        try:
+            cookie = harness.login(server, data["user"], data["password"])
+            staff_cookie = harness.login(server, data["staff"], data["password"])
             figures = asyncio.run(
                 capacity_step(
-                    procs,
                     server,
+                    procs.workdir / f"{name}.sqlite3",
                     cookie,
                     staff_cookie,
-                    sample_sessions,
-                    load_sessions,
+                    list(data["sessions"]),
                     workload,
                     args,
                 )
             )
-            results.append(figures)
-            print("   ", _capacity_line(figures), flush=True)
-            if not figures["passed"]:
-                break
-            best = step
-            time.sleep(1.0)  # let the last runs' rows settle before the next step
-    finally:
-        procs.stop_server(server)
+        finally:
+            # Runs are still active: give their shutdown time, so a profile gets written.
+            procs.stop_server(server, timeout=60)
+        results.append(figures)
+        print("   ", _capacity_line(figures), flush=True)
+        if not figures["passed"]:
+            break
+        best = step
     return {
         "steps": results,
         "largest_passing_runs": best,
@@ -706,50 +968,24 @@ def part_capacity(procs: harness.Processes, args: argparse.Namespace, workload: 
 
 
 def _capacity_line(step: dict[str, Any]) -> str:
-    lat = step["sample"]["latency_ms"]
+    lat, ramp, act = step["watched_latency_ms"], step["ramp"], step["active_runs"]
+    mon, integrity = step["monitor"], step["watched_integrity"]
     return (
-        f"runs={step['runs']} active(mean/min)={step['active_runs_mean']}/"
-        f"{step['active_runs_min']} delivered={step['delivered_tokens_per_s']} tok/s "
-        f"(ideal {step['ideal_tokens_per_s']}) p50={lat['p50']} p99={lat['p99']} "
-        f"max={lat['max']} ms lost={step['sample']['lost']} "
-        f"reordered={step['sample']['reordered']} errors="
-        f"{step['sample']['error_count'] + step['load_error_count']} "
-        f"monitor_frames={step['monitor']['frames']} -> "
-        f"{'PASS' if step['passed'] else 'FAIL'}"
+        f"runs={step['runs']} ramp {ramp['seconds']} s ({ramp['rate_achieved_per_s']}/s, "
+        f"accept p99 {ramp['send_to_accepted_ms']['p99']} ms, errors {ramp['error_count']}) "
+        f"settle {ramp['settle_s']} s | active monitor {act['monitor_min']}..{act['monitor_max']}"
+        f" table {act['run_table_at_window_start']}->{act['run_table_at_window_end']} | "
+        f"watched {step['watched']}: p50={lat['p50']} p99={lat['p99']} max={lat['max']} ms, "
+        f"{step['watched_tokens_per_s_per_stream']['mean']} tok/s/stream (slowest "
+        f"{step['watched_tokens_per_s_per_stream']['min']}), lost "
+        f"{integrity['lost']} reordered {integrity['reordered']} dup {integrity['duplicated']} | "
+        f"monitor: {mon['frames_in_window']} frames in window, row age p99 "
+        f"{mon['row_age_in_window_ms']['p99']} ms (ramp {mon['row_age_during_ramp_ms']['p99']}), "
+        f"cancel->row p50/p99 {mon['cancel_to_monitor_row_ms']['p50']}/"
+        f"{mon['cancel_to_monitor_row_ms']['p99']} ms | server CPU "
+        f"{step['server_cpu_percent_in_window']}% client CPU "
+        f"{step['client_cpu_percent_in_window']}% -> {'PASS' if step['passed'] else 'FAIL'}"
     )
-
-
-async def load_worker_main() -> None:
-    """Child process: open the load clients, run them when told, report counts as JSON."""
-    reader = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    config = json.loads(await reader.readline())
-    workload = Workload(*config["workload"])
-    targets = [Target(*t) for t in config["targets"]]
-    clients: list[ChatClient] = []
-    try:
-        clients = await open_clients(targets, bare=False, measure=False, timeout=120)
-        print(f"READY {len(clients)}", flush=True)
-        go = json.loads(await reader.readline())
-        start, window = go["start"], tuple(go["window"])
-        spread = workload.expected_tokens * workload.delay
-        await asyncio.gather(
-            *(loop_client(c, workload, start + random.uniform(0, spread), window) for c in clients)
-        )
-        answers = [a for c in clients for a in c.answers]
-        report = {
-            "tokens_in_window": sum(a.tokens_in_window for a in answers),
-            "intervals": [[a.sent_at, a.finished_at or a.sent_at] for a in answers],
-            "errors": [a.error for a in answers if a.error],
-            "completed": sum(1 for a in answers if a.status == "completed"),
-            "runs": len(answers),
-        }
-    except Exception as exc:
-        report = {"errors": [f"load worker: {exc!r}"], "intervals": [], "tokens_in_window": 0}
-    finally:
-        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-    print(json.dumps(report), flush=True)
 
 
 # -- part 3: two processes on PostgreSQL and Redis -------------------------------------------
@@ -859,15 +1095,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=None, help="warm-up chats per server")
     parser.add_argument("--delay", type=float, default=DEMO_DELAY, help="demo seconds/token")
     parser.add_argument("--redis", action="store_true", help="also: 2 processes, PG + Redis")
+    parser.add_argument("--no-streaming", action="store_true", help="skip part [1]")
     parser.add_argument("--no-capacity", action="store_true", help="skip the capacity ramp")
     parser.add_argument(
         "--capacity-steps",
         type=lambda s: [int(x) for x in s.split(",")],
         default=None,
-        help="active runs per step (50,100,250,500,1000,1500)",
+        help="active runs per step (250,500,1000,1500,2000)",
     )
-    parser.add_argument("--capacity-sample", type=int, default=None, help="measuring clients")
-    parser.add_argument("--ramp", type=float, default=None, help="seconds before measuring")
+    parser.add_argument("--capacity-sample", type=int, default=None, help="watched chats (50)")
+    parser.add_argument("--ramp-rate", type=float, default=100.0, help="run starts per second")
     parser.add_argument("--window", type=float, default=None, help="seconds measured per step")
     parser.add_argument(
         "--postgres-admin-url",
@@ -884,25 +1121,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         help="patch the dashboard servers with proposed fixes: " + ",".join(harness.WHATIF_CHOICES),
     )
-    parser.add_argument("--load-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
     args.clients = args.clients or (10 if quick else 100)
     args.warmup = args.warmup if args.warmup is not None else (2 if quick else 10)
     args.capacity_steps = args.capacity_steps or (
-        [10, 20] if quick else [50, 100, 250, 500, 1000, 1500]
+        [10, 20] if quick else [250, 500, 1000, 1500, 2000]
     )
     args.capacity_sample = args.capacity_sample or (5 if quick else 50)
-    args.ramp = args.ramp if args.ramp is not None else (1.0 if quick else 4.0)
     args.window = args.window if args.window is not None else (3.0 if quick else 20.0)
     return args
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    if args.load_worker:
-        asyncio.run(load_worker_main())
-        return 0
     unknown = set(args.what_if) - set(harness.WHATIF_CHOICES)
     if unknown:
         sys.exit(f"--what-if: unknown {sorted(unknown)}; choose from {harness.WHATIF_CHOICES}")
@@ -939,17 +1171,22 @@ def main(argv: list[str]) -> int:
     procs = harness.Processes()
     failed = False
     try:
-        print("\n[1] streaming: dashboard (1 Daphne, SQLite, in-memory layer) vs bare ASGI")
-        streaming = part_streaming(procs, args, workload)
-        results["streaming"] = streaming
-        print(stream_line("bare ASGI", streaming["bare"]))
-        print(stream_line("dashboard", streaming["dashboard"]))
-        print(f"  throughput ratio dashboard/bare: {streaming['throughput_ratio']}")
-        print(verdicts(streaming["targets"]), flush=True)
-        failed |= not all(streaming["targets"].values())
+        if not args.no_streaming:
+            print("\n[1] streaming: dashboard (1 Daphne, SQLite, in-memory layer) vs bare ASGI")
+            streaming = part_streaming(procs, args, workload)
+            results["streaming"] = streaming
+            print(stream_line("bare ASGI", streaming["bare"]))
+            print(stream_line("dashboard", streaming["dashboard"]))
+            print(f"  throughput ratio dashboard/bare: {streaming['throughput_ratio']}")
+            print(verdicts(streaming["targets"]), flush=True)
+            failed |= not all(streaming["targets"].values())
         if not args.no_capacity:
-            print(f"\n[2] capacity: monitor open, {args.capacity_sample} measuring clients")
-            capacity = part_capacity(procs, args, workload)
+            print(
+                f"\n[2] capacity: N runs started through chat sockets at "
+                f"{args.ramp_rate:g}/s, all but {args.capacity_sample} sockets closed, one "
+                f"monitor open; fresh Daphne + SQLite per step, {args.window:g} s window"
+            )
+            capacity = part_capacity(procs, args)
             results["capacity"] = capacity
             print(
                 f"  largest passing step: {capacity['largest_passing_runs']} active runs "

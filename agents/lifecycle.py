@@ -46,6 +46,10 @@ def start_manager_with_server() -> bool:
     loop = getattr(server, "twisted_loop", None)
     if loop is None or loop.is_closed():
         return False
+    # The ORM thread's short calls give the GIL back to a busy event loop and then wait a
+    # whole switch interval (5 ms by default) to get it again, so under load every hop to
+    # the database costs at least that; a shorter interval keeps run starts moving.
+    sys.setswitchinterval(float(getattr(settings, "ZETT_THREAD_SWITCH_SECONDS", 0.001)))
 
     def start() -> None:
         from .runs import get_run_manager

@@ -163,6 +163,7 @@ class HostedRun:
     partial_reasoning: list[str] = field(default_factory=list)
     trace: list[RunEvent] = field(default_factory=list)  # not yet written
     pending_delta: RunEvent | None = None  # the coalesced delta entry being built
+    pending_parts: list[str] = field(default_factory=list)  # its deltas, joined at flush
     queued: list[tuple[int | None, str]] = field(default_factory=list)  # (user id, text)
     tool_started: dict[str, float] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -951,9 +952,10 @@ class RunManager:
                 data={"kind": text_kind, "text": "", "count": 0},
             )
             hosted.pending_delta = entry
+            hosted.pending_parts = []
         entry.last_seq = event.seq
-        entry.data["text"] += event.delta
-        entry.data["count"] += 1
+        # Joined once at flush: += on the growing text made long answers quadratic.
+        hosted.pending_parts.append(event.delta)
 
     def _report_cancelled_calls(self, hosted: HostedRun) -> None:
         """Frames and trace entries for the tool calls the runtime closed while cancelling.
@@ -1009,9 +1011,13 @@ class RunManager:
             )
 
     def _flush_delta(self, hosted: HostedRun) -> None:
-        if hosted.pending_delta is not None:
-            hosted.trace.append(hosted.pending_delta)
+        entry = hosted.pending_delta
+        if entry is not None:
+            entry.data["text"] = "".join(hosted.pending_parts)
+            entry.data["count"] = len(hosted.pending_parts)
+            hosted.trace.append(entry)
             hosted.pending_delta = None
+            hosted.pending_parts = []
 
     async def _state_changed(self, hosted: HostedRun, *, fields: list[str]) -> None:
         await _save_run(hosted.run, fields)

@@ -123,6 +123,10 @@ class Processes:
             for key, value in os.environ.items()
             if not key.startswith(("ZETT_", "DJANGO_", "DATABASE_URL", "REDIS_URL"))
         }
+        # Tuning knobs a benchmark run may vary on purpose (e.g. the delta batch window).
+        for key in ("ZETT_DELTA_BATCH_SECONDS", "ZETT_THREAD_SWITCH_SECONDS"):
+            if key in os.environ:
+                env[key] = os.environ[key]
         path = os.environ.get("PYTHONPATH", "")
         env.update(
             PYTHONPATH=str(ROOT) + (os.pathsep + path if path else ""),

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import gc
-import inspect
 import json
 import platform
 import sys
@@ -24,6 +22,7 @@ from contextlib import aclosing
 from importlib.metadata import version
 from typing import Any
 
+import _counting  # bench/, beside this script
 from zett_agent.agent import Agent, AgentRunConfig
 from zett_agent.extensions.base import AgentExtension
 from zett_agent.extensions.memory import InMemoryMessageAccumulator
@@ -160,28 +159,7 @@ def missing_hooks() -> list[str]:
 
 def counting_extension(counts: dict[str, int]) -> type[NoOpExtension]:
     """A NoOpExtension subclass whose hooks count their calls (for the equivalence check)."""
-
-    def wrap(hook: str) -> Any:
-        inner = getattr(NoOpExtension, hook)
-        if inspect.isasyncgenfunction(inner):
-
-            @functools.wraps(inner)
-            async def stream_wrapper(self: Any, *args: Any) -> Any:
-                counts[hook] = counts.get(hook, 0) + 1
-                async with aclosing(inner(self, *args)) as events:
-                    async for event in events:
-                        yield event
-
-            return stream_wrapper
-
-        @functools.wraps(inner)
-        async def wrapper(self: Any, *args: Any) -> Any:
-            counts[hook] = counts.get(hook, 0) + 1
-            return await inner(self, *args)
-
-        return wrapper
-
-    return type("CountingNoOp", (NoOpExtension,), {hook: wrap(hook) for hook in HOOKS})
+    return _counting.counting_extension(NoOpExtension, HOOKS, counts)
 
 
 async def build_agent(counts: dict[str, int] | None = None) -> Agent:

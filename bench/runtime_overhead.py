@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import functools
 import gc
-import inspect
 import io
 import json
 import os
@@ -38,6 +36,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+import _counting  # noqa: E402  (bench/, beside this script)
 
 from agents.runtime import (  # noqa: E402
     Agent,
@@ -176,28 +176,7 @@ class NoOpExtension(AgentExtension):
 
 def counting_extension(counts: dict[str, int]) -> type[NoOpExtension]:
     """A NoOpExtension subclass whose hooks count their calls (for the equivalence check)."""
-
-    def wrap(hook: str) -> Any:
-        inner = getattr(NoOpExtension, hook)
-        if inspect.isasyncgenfunction(inner):
-
-            @functools.wraps(inner)
-            async def stream_wrapper(self: Any, *args: Any) -> Any:
-                counts[hook] = counts.get(hook, 0) + 1
-                async with aclosing(inner(self, *args)) as events:
-                    async for event in events:
-                        yield event
-
-            return stream_wrapper
-
-        @functools.wraps(inner)
-        async def wrapper(self: Any, *args: Any) -> Any:
-            counts[hook] = counts.get(hook, 0) + 1
-            return await inner(self, *args)
-
-        return wrapper
-
-    return type("CountingNoOp", (NoOpExtension,), {hook: wrap(hook) for hook in HOOKS})
+    return _counting.counting_extension(NoOpExtension, HOOKS, counts)
 
 
 def build_agent(counts: dict[str, int] | None = None) -> Agent:

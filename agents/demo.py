@@ -21,7 +21,8 @@ def ensure_demo_profile() -> tuple[AgentProfile, bool]:
         defaults={
             "name": "Demo agent",
             "description": "Offline demo model: arithmetic with the calculator, the time with "
-            "the clock, and an echo for everything else. No network needed.",
+            "the clock, 'ask: <question>' asks you back, and an echo for everything else. "
+            "No network needed.",
             "provider": "demo",
             "model_name": "demo",
             "provider_settings": {"delay": 0.03},

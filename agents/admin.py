@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import pydantic
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -18,7 +19,6 @@ from .catalog import (
     ProfileConfigError,
     build_extensions,
     extension_catalog,
-    flatten_errors,
     hook_order,
 )
 from .models import (
@@ -32,6 +32,7 @@ from .models import (
 )
 from .profile_check import PROFILE_TEST_PROMPT, ProfileTestResult, test_profile
 from .providers.registry import PROVIDERS
+from .runtime.tools import validation_problems
 
 
 def _provider_help() -> str:
@@ -55,6 +56,19 @@ def _model_defaults(model: Any) -> dict[str, Any]:
                 else str(default)
             )
     return out
+
+
+def _add_setting_errors(
+    form: forms.ModelForm, field: str, model: type[pydantic.BaseModel], raw: dict[str, Any]
+) -> bool:
+    """Validate raw settings; put one error per bad setting on the form field. True if valid."""
+    try:
+        model.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        for name, message in validation_problems(exc):
+            form.add_error(field, f"{name}: {message}")
+        return False
+    return True
 
 
 class AgentProfileForm(forms.ModelForm):
@@ -86,14 +100,7 @@ class AgentProfileForm(forms.ModelForm):
         if raw is not None and not isinstance(raw, dict):
             self.add_error("provider_settings", "Settings must be a JSON object.")
             return cleaned
-        import pydantic
-
-        try:
-            spec.settings_model.model_validate(raw or {})
-        except pydantic.ValidationError as exc:
-            for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"]) or "settings"
-                self.add_error("provider_settings", f"{field}: {err['msg']}")
+        if not _add_setting_errors(self, "provider_settings", spec.settings_model, raw or {}):
             return cleaned
         from .catalog import build_model
 
@@ -131,14 +138,7 @@ class ExtensionSettingForm(forms.ModelForm):
         if not isinstance(raw, dict):
             self.add_error("settings", "Settings must be a JSON object.")
             return cleaned
-        import pydantic
-
-        try:
-            spec.settings_model.model_validate(raw)
-        except pydantic.ValidationError as exc:
-            for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"]) or "settings"
-                self.add_error("settings", f"{field}: {err['msg']}")
+        _add_setting_errors(self, "settings", spec.settings_model, raw)
         if spec.required and not cleaned.get("enabled", True):
             self.add_error("enabled", f"{spec.label} is required and cannot be disabled.")
         return cleaned
@@ -292,6 +292,3 @@ class RunEventAdmin(_ReadOnly):
 class OperatorActionAdmin(_ReadOnly):
     list_display = ("created_at", "user", "action", "outcome", "session", "run")
     list_filter = ("action", "outcome")
-
-
-__all__ = ["flatten_errors"]

@@ -26,6 +26,7 @@ from .extensions.settings import AskUserSettings, SteeringSettings, ToolApproval
 from .extensions.steering import SteeringExtension
 from .runtime import Agent, AgentExtension
 from .runtime.extension import HOOK_NAMES, overrides, sort_by_priority
+from .runtime.tools import describe_validation
 from .store import DjangoSessionStore
 
 STORE_KEY = "session_store"
@@ -75,7 +76,7 @@ class ExtensionSpec:
         try:
             return self.settings_model.model_validate(dict(raw or {}))
         except pydantic.ValidationError as exc:
-            raise ProfileConfigError(f"{self.key}: {flatten_errors(exc)}") from None
+            raise ProfileConfigError(f"{self.key}: {describe_validation(exc)}") from None
 
     def defaults(self) -> dict[str, Any]:
         return self.settings_model().model_dump(mode="json")
@@ -89,14 +90,6 @@ class ExtensionSpec:
         if not isinstance(extension, AgentExtension):
             raise ProfileConfigError(f"{self.key}: the factory did not return an AgentExtension")
         return extension
-
-
-def flatten_errors(exc: pydantic.ValidationError) -> str:
-    """'field: message; other: message' from a pydantic error."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
-        for err in exc.errors()
-    )
 
 
 def _with_settings(cls: type[AgentExtension]) -> Callable[[Any], AgentExtension]:

@@ -16,6 +16,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from ..runtime.model import AgentModel
+from ..runtime.tools import describe_validation
 
 # The names environment variables may have in a shell (and nothing that could be a key).
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -177,14 +178,6 @@ PROVIDERS: dict[str, ProviderSpec] = {
 _NEEDS_MODEL_NAME = frozenset({"openai", "anthropic"})
 
 
-def flatten_errors(error: pydantic.ValidationError) -> str:
-    """A pydantic error as "field: message; field: message"."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or 'settings'}: {item['msg']}"
-        for item in error.errors()
-    )
-
-
 def validate_settings(provider_key: str, settings: Mapping[str, Any] | None) -> BaseModel:
     """The provider's validated settings, or ValueError naming every bad field."""
     spec = get_provider(provider_key)
@@ -192,7 +185,7 @@ def validate_settings(provider_key: str, settings: Mapping[str, Any] | None) -> 
         return spec.settings_model.model_validate(dict(settings or {}))
     except pydantic.ValidationError as exc:
         raise ValueError(
-            f"invalid settings for the {spec.label} provider: {flatten_errors(exc)}"
+            f"invalid settings for the {spec.label} provider: {describe_validation(exc)}"
         ) from None
 
 

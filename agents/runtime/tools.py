@@ -70,6 +70,18 @@ class ToolResult:
         return cls(content=text, data=value)
 
 
+def validation_problems(
+    exc: pydantic.ValidationError, whole: str = "settings"
+) -> list[tuple[str, str]]:
+    """(field path, message) per error; ``whole`` names an error of the object itself."""
+    return [(".".join(str(p) for p in err["loc"]) or whole, err["msg"]) for err in exc.errors()]
+
+
+def describe_validation(exc: pydantic.ValidationError, whole: str = "settings") -> str:
+    """A pydantic error as "field: message; field: message"."""
+    return "; ".join(f"{field}: {message}" for field, message in validation_problems(exc, whole))
+
+
 class ToolArgumentsError(ValueError):
     """The model's arguments do not match the tool's schema."""
 
@@ -136,10 +148,7 @@ class AgentTool:
         try:
             parsed = self._validator.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                for err in exc.errors()
-            )
+            problems = describe_validation(exc, "arguments")
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 

@@ -1020,7 +1020,7 @@ class RunManager:
             hosted.pending_parts = []
 
     async def _state_changed(self, hosted: HostedRun, *, fields: list[str]) -> None:
-        await _save_run(hosted.run, fields)
+        await _checkpoint(hosted.run, [], fields)
         hosted.dirty = True
         hosted.outbox.push(
             {
@@ -1236,11 +1236,6 @@ def _extension_rows_now(profile_pk: int) -> tuple[tuple[Any, ...], ...]:
 
 
 _extension_rows = sync_to_async(_extension_rows_now)
-
-
-@sync_to_async
-def _save_run(run: Run, fields: list[str]) -> None:
-    Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in set(fields)})
 
 
 @sync_to_async

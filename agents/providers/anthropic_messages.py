@@ -16,7 +16,6 @@ as in the OpenAI adapter.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -41,6 +40,7 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .tool_arguments import decode_arguments
 
 try:
     import anthropic
@@ -59,7 +59,6 @@ except ImportError:  # pragma: no cover - depends on the SDK generation
 PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 PLACEHOLDER_KEY = "not-needed"
-RAW_ARGUMENTS = "_raw"
 
 _STOP_REASONS = {
     "end_turn": "stop",
@@ -82,16 +81,6 @@ _ERROR_KINDS = {
     "request_too_large": "bad_request",
     "timeout_error": "timeout",
 }
-
-
-def decode_arguments(text: str) -> dict[str, Any]:
-    """Decode streamed tool input; anything but a JSON object becomes {"_raw": text}."""
-    # Kept here rather than shared with openai_chat so this adapter never imports the openai SDK.
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {RAW_ARGUMENTS: text}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS: text}
 
 
 def to_anthropic_messages(

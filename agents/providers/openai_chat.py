@@ -15,7 +15,6 @@ restored, so the model sees exactly what it produced.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -41,6 +40,7 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .tool_arguments import decode_arguments, encode_arguments
 
 try:
     import openai
@@ -53,7 +53,6 @@ PROVIDER = "openai"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Self-hosted servers ignore the key, but the SDK (and some servers) want a non-empty one.
 PLACEHOLDER_KEY = "not-needed"
-RAW_ARGUMENTS = "_raw"
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -62,24 +61,6 @@ _FINISH_REASONS = {
     "length": "length",
     "content_filter": "content_filter",
 }
-
-
-def decode_arguments(text: str) -> dict[str, Any]:
-    """Decode streamed tool-call arguments; anything but a JSON object becomes {"_raw": text}."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {RAW_ARGUMENTS: text}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS: text}
-
-
-def encode_arguments(arguments: dict[str, Any]) -> str:
-    """The inverse of decode_arguments: raw text the model produced goes back unchanged."""
-    if set(arguments) == {RAW_ARGUMENTS} and isinstance(arguments[RAW_ARGUMENTS], str):
-        return str(arguments[RAW_ARGUMENTS])
-    return json.dumps(arguments, ensure_ascii=False)
 
 
 def to_chat_messages(messages: tuple[AnyMessage, ...]) -> list[dict[str, Any]]:

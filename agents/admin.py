@@ -14,13 +14,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from .catalog import (
-    ExtensionRow,
-    ProfileConfigError,
-    build_extensions,
-    extension_catalog,
-    hook_order,
-)
 from .models import (
     AgentProfile,
     ChatSession,
@@ -30,7 +23,14 @@ from .models import (
     Run,
     RunEvent,
 )
-from .profile_check import PROFILE_TEST_PROMPT, ProfileTestResult, test_profile
+from .profiles.catalog import (
+    ExtensionRow,
+    ProfileConfigError,
+    build_extensions,
+    extension_catalog,
+    hook_order,
+)
+from .profiles.check import PROFILE_TEST_PROMPT, ProfileTestResult, test_profile
 from .providers.registry import PROVIDERS
 from .runtime.tools import validation_problems
 
@@ -102,7 +102,7 @@ class AgentProfileForm(forms.ModelForm):
             return cleaned
         if not _add_setting_errors(self, "provider_settings", spec.settings_model, raw or {}):
             return cleaned
-        from .catalog import build_model
+        from .profiles.catalog import build_model
 
         try:
             build_model(provider, cleaned.get("model_name") or "", raw)

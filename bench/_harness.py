@@ -278,8 +278,8 @@ def _setup_main(argv: list[str]) -> None:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from agents.demo import DEMO_EXTENSIONS
     from agents.models import AgentProfile, ChatSession, ExtensionSetting
+    from agents.profiles.demo import DEMO_EXTENSIONS
     from agents.providers.registry import DemoSettings
 
     users = get_user_model()
@@ -419,7 +419,7 @@ def _apply_whatif(names: set[str]) -> None:
     if "dispatch" in names:
         from channels.consumer import AsyncConsumer, get_handler_name
 
-        from agents import consumers
+        from agents.web import consumers
 
         async def dispatch(self: Any, message: dict[str, Any]) -> None:
             # Layer frames only render HTML: no ORM, so no connection hygiene thread hop.

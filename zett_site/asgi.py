@@ -16,14 +16,14 @@ from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  #
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from agents.lifecycle import (  # noqa: E402
+from agents.hosting import WORKER_CHANNEL  # noqa: E402
+from agents.hosting.startup import (  # noqa: E402
     StartRunManager,
     recover_stale_runs,
     start_manager_with_server,
 )
-from agents.routing import websocket_urlpatterns  # noqa: E402
-from agents.runs import WORKER_CHANNEL  # noqa: E402
-from agents.worker import RunWorkerConsumer  # noqa: E402
+from agents.hosting.worker import RunWorkerConsumer  # noqa: E402
+from agents.web.routing import websocket_urlpatterns  # noqa: E402
 
 # Runs of a process that died are marked interrupted before this one serves anything,
 # and this process's reaper starts with the server, not with its first connection.

@@ -192,7 +192,7 @@ def _channel_layers() -> dict[str, Any]:
         return {
             "default": {
                 # channels' in-memory layer with amortised expiry scans (agents/layers.py).
-                "BACKEND": "agents.layers.EmbeddedChannelLayer",
+                "BACKEND": "zett_site.layers.EmbeddedChannelLayer",
                 # Per channel: one socket's backlog.
                 "CONFIG": {
                     "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 1000, 10, 1e7)),

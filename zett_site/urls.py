@@ -9,5 +9,5 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     # LogoutView only accepts POST (Django 5), so a link or prefetch cannot log anyone out.
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("agents.urls")),
+    path("", include("agents.web.urls")),
 ]

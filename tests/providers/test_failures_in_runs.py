@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
+from agents.hosting import MONITOR_GROUP, get_run_manager, session_group
 from agents.models import AgentProfile, ChatSession, Message, Run
-from agents.runs import MONITOR_GROUP, get_run_manager, session_group
 
 from .conftest import FakeServer, Reply, anthropic_error, openai_error, openai_text
 

@@ -58,7 +58,7 @@ class Listener:
 @pytest.fixture
 async def manager(channel_layer: Any) -> AsyncIterator[Any]:
     """This event loop's RunManager, closed (its runs cancelled and awaited) after the test."""
-    from agents.runs import get_run_manager
+    from agents.hosting import get_run_manager
 
     run_manager = get_run_manager()
     yield run_manager
@@ -82,7 +82,7 @@ def listen_session(
     listen: Callable[[str], Awaitable[Listener]],
 ) -> Callable[[str], Awaitable[Listener]]:
     """listen_session(session_id) -> a Listener on that session's group."""
-    from agents.runs import session_group
+    from agents.hosting import session_group
 
     async def join(session_id: str) -> Listener:
         return await listen(session_group(session_id))

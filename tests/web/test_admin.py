@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agents.catalog import build_agent_for_profile, extension_catalog
 from agents.models import AgentProfile, ExtensionSetting
+from agents.profiles.catalog import build_agent_for_profile, extension_catalog
 
 ADD_URL = "/admin/agents/agentprofile/add/"
 

@@ -18,12 +18,12 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from agents.hosting import session_group
 from agents.models import Message, OperatorAction, Run
 from agents.providers import registry
 from agents.providers.registry import ProviderSpec, ScriptedSettings
 from agents.providers.scripted import ScriptedModel
-from agents.routing import websocket_urlpatterns
-from agents.runs import session_group
+from agents.web.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

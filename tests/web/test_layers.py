@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agents.layers import EmbeddedChannelLayer
+from zett_site.layers import EmbeddedChannelLayer
 
 
 async def test_group_send_reaches_every_member_in_order() -> None:

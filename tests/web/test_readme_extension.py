@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import catalog
 from agents.extensions.demo_tools import DemoToolsExtension
+from agents.profiles import catalog
 from agents.providers.scripted import ScriptedModel, tool_call
 from agents.runtime import Agent, AgentRunConfig, AssistantMessage, ToolMessage
 

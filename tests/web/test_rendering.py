@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agents import rendering
+from agents.web import rendering
 
 
 def test_script_tags_are_shown_as_text_never_as_elements() -> None:

@@ -190,7 +190,7 @@ async def test_a_listener_that_leaves_mid_run_does_not_stop_it(
     listen_session: Any,
     channel_layer: Any,
 ) -> None:
-    from agents.runs import session_group
+    from agents.hosting import session_group
 
     profile = await make_profile(provider_settings={"delay": 0.01})
     session = await make_session(user, profile)

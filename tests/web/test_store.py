@@ -126,7 +126,7 @@ async def test_the_demo_model_answers_from_restored_history_after_a_new_manager(
     user: Any, make_profile: Any, make_session: Any, channel_layer: Any
 ) -> None:
     """A new manager (a restarted server) knows nothing in memory; the database suffices."""
-    from agents.runs import RunManager
+    from agents.hosting import RunManager
 
     profile = await make_profile(extensions=(DEMO_TOOLS,))
     session = await make_session(user, profile)

@@ -11,9 +11,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.demo import DEMO_SLUG, ensure_demo_profile
+from agents.hosting import get_run_manager, session_group
 from agents.models import AgentProfile, ChatSession
-from agents.runs import get_run_manager, session_group
+from agents.profiles.demo import DEMO_SLUG, ensure_demo_profile
 
 
 class Command(BaseCommand):

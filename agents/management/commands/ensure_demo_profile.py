@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from agents.demo import ensure_demo_profile
+from agents.profiles.demo import ensure_demo_profile
 
 
 class Command(BaseCommand):

@@ -1,4 +1,7 @@
-"""DjangoSessionStore: a session's history restored from, and appended to, the database."""
+"""DjangoSessionStore: a session's history restored from, and appended to, the database.
+
+Also the one conversion between runtime messages and Message rows (both directions).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +15,18 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
-from .models import Message, Run
+from .models import Message, Role, Run
 from .runtime.events import ExtensionEvent, MessageAppendedEvent
 from .runtime.extension import AgentExtension
 from .runtime.history import close_dangling_tool_calls
-from .runtime.messages import SystemMessage
-from .serialize import message_fields, row_to_message
+from .runtime.messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 if TYPE_CHECKING:
     from .runtime.context import AgentRunContext
@@ -141,3 +150,59 @@ async def _write_uncancellable(write: Coroutine[Any, Any, None]) -> None:
     except asyncio.CancelledError:
         await asyncio.wait({task})
         raise
+
+
+# -- runtime message <-> Message row ------------------------------------------------------
+
+
+def message_fields(message: AnyMessage) -> dict[str, Any]:
+    """Model fields of a Message row for one runtime message."""
+    fields: dict[str, Any] = {
+        "message_id": message.id,
+        "role": message.role,
+        "content": message.content,
+        "include_in_messages": message.include_in_messages,
+        "attributes": message.attributes,
+    }
+    if isinstance(message, AssistantMessage):
+        fields["reasoning"] = message.reasoning or ""
+        fields["tool_calls"] = [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in message.tool_calls
+        ]
+    elif isinstance(message, ToolMessage):
+        fields["tool_call_id"] = message.tool_call_id
+        fields["tool_name"] = message.name
+        fields["is_error"] = message.is_error
+        fields["skipped"] = message.skipped
+    return fields
+
+
+def row_to_message(row: Message) -> AnyMessage:
+    """The runtime message a persisted row stands for (same id and attributes)."""
+    common: dict[str, Any] = {
+        "id": row.message_id,
+        "created_at": row.created_at.timestamp(),
+        "attributes": dict(row.attributes or {}),
+        "include_in_messages": row.include_in_messages,
+    }
+    if row.role == Role.USER:
+        return UserMessage(row.content, **common)
+    if row.role == Role.ASSISTANT:
+        calls = tuple(
+            ToolCall(call["id"], call["name"], dict(call.get("arguments") or {}))
+            for call in (row.tool_calls or [])
+        )
+        return AssistantMessage(
+            row.content, tool_calls=calls, reasoning=row.reasoning or None, **common
+        )
+    if row.role == Role.TOOL:
+        return ToolMessage(
+            row.tool_call_id,
+            row.tool_name,
+            row.content,
+            is_error=row.is_error,
+            skipped=row.skipped,
+            **common,
+        )
+    return SystemMessage(row.content, **common)

@@ -1,7 +1,7 @@
 """WebSocket consumers: SessionConsumer (one chat) and MonitorConsumer (every run, for staff).
 
 Both stay thin: check who is asking, validate each frame, hand actions to the RunManager and
-render what the channel layer brings as htmx out-of-band fragments (agents.rendering).
+render what the channel layer brings as htmx out-of-band fragments (agents.web.rendering).
 Close codes: 4401 anonymous, 4403 not allowed (the monitor), 4404 no such session, and also
 someone else's session: the chat page answers 404 there, so a socket reveals no more. The
 socket is accepted before closing with those codes so the browser sees them (a refused
@@ -17,10 +17,10 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from ..hosting import MONITOR_GROUP, get_run_manager, session_group
 from . import queries, rendering
 from .access import may_use_session
-from .forms import MONITOR_FRAME_TYPES, Frame, FrameError, parse_frame
-from .runs import MONITOR_GROUP, get_run_manager, session_group
+from .frames import MONITOR_FRAME_TYPES, Frame, FrameError, parse_frame
 
 log = logging.getLogger(__name__)
 

@@ -1,75 +1,19 @@
-"""Conversion between runtime messages, database rows and the JSON dicts sent to browsers."""
+"""The JSON dicts the host sends to pages: a message, a tool call, a run's monitor row.
+
+ONE builder per kind; consumers, the snapshot, the monitor and `manage.py agent` all read these.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .models import Message, Role, Run
-from .runtime.messages import (
-    AnyMessage,
-    AssistantMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from ..models import Message, Run
+from ..runtime.messages import AnyMessage, ToolCall
+from ..session_store import message_fields
 
 
 def _epoch(value: Any) -> float | None:
     return value.timestamp() if value is not None else None
-
-
-def message_fields(message: AnyMessage) -> dict[str, Any]:
-    """Model fields of a Message row for one runtime message."""
-    fields: dict[str, Any] = {
-        "message_id": message.id,
-        "role": message.role,
-        "content": message.content,
-        "include_in_messages": message.include_in_messages,
-        "attributes": message.attributes,
-    }
-    if isinstance(message, AssistantMessage):
-        fields["reasoning"] = message.reasoning or ""
-        fields["tool_calls"] = [
-            {"id": call.id, "name": call.name, "arguments": call.arguments}
-            for call in message.tool_calls
-        ]
-    elif isinstance(message, ToolMessage):
-        fields["tool_call_id"] = message.tool_call_id
-        fields["tool_name"] = message.name
-        fields["is_error"] = message.is_error
-        fields["skipped"] = message.skipped
-    return fields
-
-
-def row_to_message(row: Message) -> AnyMessage:
-    """The runtime message a persisted row stands for (same id and attributes)."""
-    common: dict[str, Any] = {
-        "id": row.message_id,
-        "created_at": row.created_at.timestamp(),
-        "attributes": dict(row.attributes or {}),
-        "include_in_messages": row.include_in_messages,
-    }
-    if row.role == Role.USER:
-        return UserMessage(row.content, **common)
-    if row.role == Role.ASSISTANT:
-        calls = tuple(
-            ToolCall(call["id"], call["name"], dict(call.get("arguments") or {}))
-            for call in (row.tool_calls or [])
-        )
-        return AssistantMessage(
-            row.content, tool_calls=calls, reasoning=row.reasoning or None, **common
-        )
-    if row.role == Role.TOOL:
-        return ToolMessage(
-            row.tool_call_id,
-            row.tool_name,
-            row.content,
-            is_error=row.is_error,
-            skipped=row.skipped,
-            **common,
-        )
-    return SystemMessage(row.content, **common)
 
 
 def message_dict(

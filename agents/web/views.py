@@ -9,10 +9,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from ..models import ChatSession, OperatorAction
 from . import queries, rendering, timeline
 from .access import may_use_session
 from .forms import NewChatForm
-from .models import ChatSession, OperatorAction
 
 
 def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:

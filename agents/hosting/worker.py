@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.consumer import AsyncConsumer
 
-from .runs import get_run_manager
+from .manager import get_run_manager
 
 log = logging.getLogger(__name__)
 

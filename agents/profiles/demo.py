@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import AgentProfile, ExtensionSetting
+from ..models import AgentProfile, ExtensionSetting
 
 DEMO_SLUG = "demo"
 

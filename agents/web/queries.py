@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import ChatSession, Message, Run, RunStatus
-from .serialize import message_dict, run_row
+from ..hosting import message_dict, run_row
+from ..models import ChatSession, Message, Run, RunStatus
 
 RECENT_RUNS = 20
 

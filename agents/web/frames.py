@@ -1,7 +1,7 @@
-"""What a browser may submit: the new-chat form and the JSON frames of the two sockets.
+"""What a browser may send on the two sockets: JSON frames, validated before anything acts.
 
-A frame is validated completely before anything acts on it; a bad one raises FrameError, whose
-code and detail the consumer sends back as an error fragment, and nothing else happens.
+A bad frame raises FrameError, whose code and detail the consumer sends back as an error
+fragment, and nothing else happens.
 """
 
 from __future__ import annotations
@@ -9,10 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
-
-from django import forms
-
-from .models import AgentProfile
 
 MAX_FRAME_BYTES = 64 * 1024
 MAX_TEXT = 10_000
@@ -22,13 +18,6 @@ MAX_ID = 200
 #: Frame types a chat socket accepts; the monitor accepts the same except "message".
 CHAT_FRAME_TYPES = frozenset({"message", "approve", "deny", "answer", "steer", "cancel"})
 MONITOR_FRAME_TYPES = CHAT_FRAME_TYPES - {"message"}
-
-
-class NewChatForm(forms.Form):
-    profile = forms.ModelChoiceField(
-        queryset=AgentProfile.objects.filter(is_active=True), empty_label=None
-    )
-    title = forms.CharField(max_length=200, required=False)
 
 
 class FrameError(ValueError):

@@ -39,8 +39,7 @@ from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
-from .catalog import ProfileConfigError, build_agent_for_profile
-from .models import (
+from ..models import (
     CancelState,
     ChatSession,
     Message,
@@ -50,8 +49,9 @@ from .models import (
     RunStatus,
     SessionStatus,
 )
-from .providers.errors import ProviderError
-from .runtime import (
+from ..profiles.catalog import ProfileConfigError, build_agent_for_profile
+from ..providers.errors import ProviderError
+from ..runtime import (
     Agent,
     AgentEvent,
     AgentEventType,
@@ -61,8 +61,8 @@ from .runtime import (
     ToolMessage,
     UserMessage,
 )
-from .runtime.context import AgentRunContext
-from .serialize import call_dict, message_dict, run_row
+from ..runtime.context import AgentRunContext
+from .payloads import call_dict, message_dict, run_row
 
 log = logging.getLogger(__name__)
 
@@ -1226,7 +1226,7 @@ def _transcript(session_id: str) -> list[tuple[Message, str | None]]:
 
 
 def _extension_rows_now(profile_pk: int) -> tuple[tuple[Any, ...], ...]:
-    from .models import ExtensionSetting
+    from ..models import ExtensionSetting
 
     return tuple(
         ExtensionSetting.objects.filter(profile_id=profile_pk)

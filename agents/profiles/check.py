@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime import AgentRunConfig
 from .catalog import ProfileConfigError, build_agent_for_profile
-from .runtime import AgentRunConfig
 
 PROFILE_TEST_PROMPT = "Reply with one short sentence to confirm you are working."
 PROFILE_TEST_TIMEOUT = 30.0

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 def recover_stale_runs() -> int:
     """Mark active runs whose host stopped beating as interrupted (sync, at start-up)."""
-    from .runs import reap_stale_runs_db
+    from .manager import reap_stale_runs_db
 
     stale_after = float(getattr(settings, "ZETT_STALE_RUN_SECONDS", 10.0))
     try:
@@ -52,7 +52,7 @@ def start_manager_with_server() -> bool:
     sys.setswitchinterval(float(getattr(settings, "ZETT_THREAD_SWITCH_SECONDS", 0.001)))
 
     def start() -> None:
-        from .runs import get_run_manager
+        from .manager import get_run_manager
 
         task = loop.create_task(get_run_manager().start())
         task.add_done_callback(_log_start_failure)
@@ -79,7 +79,7 @@ class StartRunManager:
 
             loop_id = id(asyncio.get_running_loop())
             if loop_id not in self._started_loops:
-                from .runs import get_run_manager
+                from .manager import get_run_manager
 
                 self._started_loops.add(loop_id)
                 try:

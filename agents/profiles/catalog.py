@@ -19,15 +19,15 @@ import pydantic
 from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
-from .extensions.approval import ToolApprovalExtension
-from .extensions.ask_user import AskUserExtension
-from .extensions.demo_tools import DemoToolsExtension
-from .extensions.settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
-from .extensions.steering import SteeringExtension
-from .runtime import Agent, AgentExtension
-from .runtime.extension import HOOK_NAMES, overrides, sort_by_priority
-from .runtime.tools import describe_validation
-from .store import DjangoSessionStore
+from ..extensions.approval import ToolApprovalExtension
+from ..extensions.ask_user import AskUserExtension
+from ..extensions.demo_tools import DemoToolsExtension
+from ..extensions.settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
+from ..extensions.steering import SteeringExtension
+from ..runtime import Agent, AgentExtension
+from ..runtime.extension import HOOK_NAMES, overrides, sort_by_priority
+from ..runtime.tools import describe_validation
+from ..session_store import DjangoSessionStore
 
 STORE_KEY = "session_store"
 
@@ -238,7 +238,7 @@ def build_extensions(rows: Iterable[Any], *, persist: bool = True) -> list[Agent
 
 
 def build_model(provider: str, model_name: str, provider_settings: Mapping[str, Any] | None) -> Any:
-    from .providers.registry import build_model as registry_build
+    from ..providers.registry import build_model as registry_build
 
     try:
         return registry_build(provider, model_name, dict(provider_settings or {}))

@@ -181,7 +181,9 @@ class Run(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
-    host = models.CharField(max_length=200, blank=True)  # process hosting the run
+    # The answer streaming when the run was last checkpointed: what a reaped run shows.
+    partial_text = models.TextField(blank=True)
+    host = models.CharField(max_length=200, blank=True)  # process hosting the run (Host.host_id)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -251,3 +253,21 @@ class OperatorAction(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class Host(models.Model):
+    """A process that hosts runs, and its lease: runs are reaped only when it expired.
+
+    The lease is renewed by a thread of the process with its own database connection, so
+    a busy event loop cannot make a healthy process look dead.
+    """
+
+    host_id = models.CharField(primary_key=True, max_length=200)
+    started_at = models.DateTimeField(default=timezone.now)
+    renewed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["renewed_at"])]
+
+    def __str__(self) -> str:
+        return self.host_id

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
+from .db_retry import retrying
 from .models import Message, Role, Run
 from .runtime.events import ExtensionEvent, MessageAppendedEvent
 from .runtime.extension import AgentExtension
@@ -40,6 +40,7 @@ _STATE_KEY = "zett.store"
 class _StoreState:
     next_seq: int  # seq of the next message row of this session
     run_pk: int | None  # the Run row this request belongs to, if the dashboard made one
+    stored: frozenset[str] = frozenset()  # ids the host stored before the run (its input)
 
 
 class DjangoSessionStore(AgentExtension):
@@ -50,18 +51,24 @@ class DjangoSessionStore(AgentExtension):
     restart loses nothing that was appended. Restored history follows the
     accumulator's rules: only ``include_in_messages`` messages, never system
     instructions, and tool calls left without a result by an interrupted run are
-    closed for the provider (request-scoped, not persisted).
+    closed for the provider (request-scoped, not persisted). Rows that already belong
+    to this request (the host stores the input message with the Run, in one
+    transaction) are not restored as history, and not written a second time.
+    Database hops are retried on a fresh connection (agents.db_retry).
     """
 
     priority = 10
 
     async def on_state(self, context: AgentRunContext) -> None:
-        rows, run_pk = await _load_history(context.session_id, context.request_id)
+        rows, run_pk = await retrying(_load_history, context.session_id, context.request_id)
+        own = frozenset(row.message_id for row in rows if run_pk and row.run_id == run_pk)
         context.metadata[_STATE_KEY] = _StoreState(
-            next_seq=(rows[-1].seq + 1) if rows else 1, run_pk=run_pk
+            next_seq=(rows[-1].seq + 1) if rows else 1, run_pk=run_pk, stored=own
         )
         restored = [
-            row_to_message(row) for row in rows if row.include_in_messages and row.role != "system"
+            row_to_message(row)
+            for row in rows
+            if row.include_in_messages and row.role != "system" and row.message_id not in own
         ]
         if not restored:
             return
@@ -92,6 +99,8 @@ class DjangoSessionStore(AgentExtension):
             )
             state = _StoreState(next_seq=(last or 0) + 1, run_pk=run_pk)
             context.metadata[_STATE_KEY] = state
+        if event.message.id in state.stored:
+            return
         await _write_uncancellable(self._write(context, state, event))
 
     async def _write(
@@ -111,7 +120,7 @@ class DjangoSessionStore(AgentExtension):
         }
         for attempt in range(2):
             try:
-                await Message.objects.acreate(seq=state.next_seq, **row)
+                await retrying(_create_row, state.next_seq, row)
                 state.next_seq += 1
                 return
             except IntegrityError:
@@ -130,7 +139,10 @@ class DjangoSessionStore(AgentExtension):
                 state.next_seq = (last or 0) + 1
 
 
-@sync_to_async
+def _create_row(seq: int, row: dict[str, Any]) -> None:
+    Message.objects.create(seq=seq, **row)
+
+
 def _load_history(session_id: str, request_id: str) -> tuple[list[Message], int | None]:
     """The session's rows and the request's Run pk, in one hop to the ORM thread."""
     rows = list(Message.objects.filter(session_id=session_id).order_by("seq"))

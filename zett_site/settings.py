@@ -241,7 +241,10 @@ ZETT_MONITOR_INTERVAL_SECONDS = env_float("ZETT_MONITOR_INTERVAL_SECONDS", 0.25,
 # Hosts beat this often; a run not beating for ZETT_STALE_RUN_SECONDS is interrupted.
 ZETT_HEARTBEAT_SECONDS = env_float("ZETT_HEARTBEAT_SECONDS", 2.0, 0.1, 60.0)
 ZETT_STALE_RUN_SECONDS = env_float("ZETT_STALE_RUN_SECONDS", 10.0, 1.0, 3600.0)
-# Daphne processes: Python's thread switch interval (see agents/lifecycle.py).
+# A database hop that fails with a connection error is retried on a fresh connection with
+# backoff for this long before the run ends with "database unavailable".
+ZETT_DB_RETRY_SECONDS = env_float("ZETT_DB_RETRY_SECONDS", 30.0, 0.0, 3600.0)
+# Daphne processes: Python's thread switch interval (see agents/hosting/startup.py).
 ZETT_THREAD_SWITCH_SECONDS = env_float("ZETT_THREAD_SWITCH_SECONDS", 0.001, 0.0001, 0.1)
 
 LOG_LEVEL = os.environ.get("ZETT_LOG_LEVEL", "INFO").upper()

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..runtime.events import AgentEvent, AgentEventType
 from ..runtime.external import ExternalEventExtension, ExternalWaitClosed
+from ..runtime.operator import ActionSpec, WaitSpec
 from ..runtime.tools import ToolResult
 from .settings import ToolApprovalSettings
 
@@ -96,6 +97,23 @@ class ToolApprovalExtension(ExternalEventExtension):
     """
 
     event_names: ClassVar[frozenset[str]] = frozenset({APPROVAL_EVENT})
+    operator_actions: ClassVar[tuple[ActionSpec, ...]] = tuple(
+        ActionSpec(
+            decision,
+            APPROVAL_EVENT,
+            fields={"id": "id", "reason": "reason"},
+            constants={"decision": decision},
+        )
+        for decision in ("approve", "deny")
+    )
+    operator_waits: ClassVar[tuple[WaitSpec, ...]] = (
+        WaitSpec(
+            "approval",
+            APPROVAL_REQUESTED,
+            frozenset({APPROVAL_RESOLVED}),
+            fields=("tool", "arguments", "deadline"),
+        ),
+    )
     settings_model: ClassVar[type[ToolApprovalSettings]] = ToolApprovalSettings
 
     def __init__(self, settings: ToolApprovalSettings | None = None, **fields: Any) -> None:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..runtime.events import AgentEvent, AgentEventType
 from ..runtime.external import ExternalEventExtension, ExternalWaitClosed
 from ..runtime.ids import new_uuid7
+from ..runtime.operator import ActionSpec, WaitSpec
 from ..runtime.tools import AgentTool, ToolResult
 from .settings import AskUserSettings
 
@@ -124,6 +125,17 @@ class AskUserExtension(ExternalEventExtension):
     """
 
     event_names: ClassVar[frozenset[str]] = frozenset({ASK_USER_ANSWER})
+    operator_actions: ClassVar[tuple[ActionSpec, ...]] = (
+        ActionSpec("answer", ASK_USER_ANSWER, fields={"id": "id", "answer": "answer"}),
+    )
+    operator_waits: ClassVar[tuple[WaitSpec, ...]] = (
+        WaitSpec(
+            "question",
+            ASK_USER_QUESTION,
+            frozenset({ASK_USER_ANSWERED, ASK_USER_EXPIRED}),
+            fields=("question", "choices"),
+        ),
+    )
     settings_model: ClassVar[type[AskUserSettings]] = AskUserSettings
 
     def __init__(self, settings: AskUserSettings | None = None, **fields: Any) -> None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..runtime.events import ExtensionEvent, ExternalEvent, RunCancelledEvent
 from ..runtime.extension import AgentExtension
 from ..runtime.messages import UserMessage
+from ..runtime.operator import ActionSpec
 from .settings import SteeringSettings
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class SteeringExtension(AgentExtension):
     """
 
     settings_model: ClassVar[type[SteeringSettings]] = SteeringSettings
+    operator_actions: ClassVar[tuple[ActionSpec, ...]] = (
+        ActionSpec("steer", STEER_EVENT, fields={"text": "text"}, correlation=None),
+    )
 
     def __init__(self, settings: SteeringSettings | None = None, **fields: Any) -> None:
         if settings is not None and fields:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Message, Run
+from ..models import Message, Run, RunStatus
 from ..runtime.messages import AnyMessage, ToolCall
 from ..session_store import message_fields
 
@@ -80,4 +80,21 @@ def run_row(run: Run, *, owner: str = "", profile: str = "", title: str = "") ->
         "waiting_for": list(run.waiting_for or []),
         "error": run.error,
         "host": run.host,
+    }
+
+
+def notice(run: Run) -> dict[str, Any]:
+    """The transcript's line for a run that did not complete, with its reason."""
+    reason = run.error or {
+        RunStatus.CANCELLED: "Cancelled.",
+        RunStatus.INTERRUPTED: "Interrupted.",
+    }.get(run.status, "Failed.")
+    return {
+        "id": f"notice-{run.request_id}",
+        "role": "notice",
+        "status": run.status,
+        "content": reason,
+        "request_id": run.request_id,
+        "attributes": {},
+        "tool_calls": [],
     }

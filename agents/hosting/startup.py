@@ -1,36 +1,26 @@
 """Process start-up for the run host: recover runs of dead processes, start the RunManager.
 
-Daphne implements no ASGI lifespan, so the RunManager starts with the first
-connection this process serves; the database part of the recovery (marking
-runs whose host stopped beating as interrupted) runs at import time.
+Daphne implements no ASGI lifespan, so the RunManager starts with the server's event loop
+(or the first connection this process serves); the database part of the recovery (marking
+runs whose host's lease expired as interrupted) runs at import time.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
-from django.utils import timezone
 
 log = logging.getLogger(__name__)
 
 
 def recover_stale_runs() -> int:
-    """Mark active runs whose host stopped beating as interrupted (sync, at start-up)."""
-    from .manager import reap_stale_runs_db
+    """Mark active runs whose host's lease expired as interrupted (sync, at start-up)."""
+    from .liveness import recover_at_start_up
+    from .settings import HostSettings
 
-    stale_after = float(getattr(settings, "ZETT_STALE_RUN_SECONDS", 10.0))
-    try:
-        reaped = reap_stale_runs_db(None, timezone.now() - timedelta(seconds=stale_after))
-    except DatabaseError as exc:  # e.g. not migrated yet: the reaper loop retries later
-        log.warning("could not recover stale runs at start-up: %s", exc)
-        return 0
-    if reaped:
-        log.warning("marked %d run(s) of stopped processes as interrupted", len(reaped))
-    return len(reaped)
+    return recover_at_start_up(HostSettings.load())
 
 
 def start_manager_with_server() -> bool:

@@ -7,6 +7,8 @@ contain the API key: they name the environment variable it comes from instead.
 
 from __future__ import annotations
 
+from ..runtime.errors import ModelCallError
+
 KINDS = frozenset(
     {
         "auth",  # the key is missing, wrong or lacks permission
@@ -27,7 +29,7 @@ _RETRYABLE_KINDS = frozenset({"rate_limited", "timeout", "connection", "stream_d
 _DETAIL_LIMIT = 300
 
 
-class ProviderError(Exception):
+class ProviderError(ModelCallError):
     """A model provider failed; ``str(error)`` is a message a person can act on."""
 
     def __init__(

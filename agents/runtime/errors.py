@@ -10,3 +10,11 @@ class AgentProtocolError(RuntimeError):
     exactly one completed response, an extension emitting a runtime-owned event
     type, or more model calls than ``max_iterations`` allows for one input.
     """
+
+
+class ModelCallError(Exception):
+    """An expected failure of a model call (the provider refused, timed out or broke off).
+
+    ``str(error)`` is a message a person can act on; hosts show it without a traceback.
+    Providers raise subclasses of it.
+    """

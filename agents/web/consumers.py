@@ -17,10 +17,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from ..hosting import MONITOR_GROUP, get_run_manager, session_group
+from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, session_group
 from . import queries, rendering
 from .access import may_use_session
 from .frames import MONITOR_FRAME_TYPES, Frame, FrameError, parse_frame
+from .live import LiveFilter
 
 log = logging.getLogger(__name__)
 
@@ -115,26 +116,12 @@ class SessionConsumer(_GroupConsumer):
         # Join first, then snapshot: frames published meanwhile wait in our channel and are
         # filtered against the snapshot, so nothing falls between the two.
         await self.join()
-        snap = await get_run_manager().snapshot(self.session_id)
-        self.covered: dict[str, int] = {}  # request id -> last seq the snapshot contains
-        self.seen_ids: set[str] = set(snap.get("message_ids") or ())
-        self.streaming: dict[str, int] = {}  # request id -> iteration of its open bubble
-        run = snap.get("run")
-        active_id = run["request_id"] if run else None
-        # Model calls of the active run whose answers the transcript already shows.
-        self.persisted_iterations: dict[str, int] = {}
-        if active_id:
-            self.covered[active_id] = int(snap.get("seq") or 0)
-            self.persisted_iterations[active_id] = int(snap.get("persisted_iterations") or 0)
-        # Runs whose messages are already persisted and that are not active are over: any of
-        # their frames still queued for us would only repeat what the snapshot shows.
-        self.settled = {
-            m["request_id"] for m in snap.get("messages") or [] if m.get("request_id")
-        } - {active_id}
-        partial = snap.get("partial")
-        if partial:
-            self.streaming[str(partial["request_id"])] = int(partial.get("iteration") or 0)
-        await self.send(text_data=rendering.snapshot(self.session_id, snap))
+        await self.resnapshot()
+
+    async def resnapshot(self) -> None:
+        """Replace the page's transcript and status with a fresh snapshot, and follow it."""
+        self.live = LiveFilter(await get_run_manager().snapshot(self.session_id))
+        await self.send(text_data=rendering.snapshot(self.session_id, self.live.snap))
 
     def groups_to_join(self) -> list[str]:
         return [session_group(self.session_id)]
@@ -146,28 +133,7 @@ class SessionConsumer(_GroupConsumer):
             return await self.send_error(error)
         await self.act(self.session_id, frame)
 
-    # -- live frames from the session group -------------------------------------------
-
-    def _fresh(self, event: dict[str, Any]) -> bool:
-        request_id = event.get("request_id")
-        if request_id in self.settled:
-            return False
-        covered = self.covered.get(request_id)
-        return covered is None or int(event.get("seq") or 0) > covered
-
-    def _open_stream(self, request_id: str, iteration: int) -> str:
-        if self.streaming.get(request_id) == iteration:
-            return ""
-        html = ""
-        if request_id in self.streaming:
-            html = rendering.stream_close(request_id, self.streaming[request_id])
-        self.streaming[request_id] = iteration
-        return html + rendering.stream_open(request_id, iteration)
-
-    def _close_stream(self, request_id: str) -> str:
-        if request_id not in self.streaming:
-            return ""
-        return rendering.stream_close(request_id, self.streaming.pop(request_id))
+    # -- live frames from the session group: the LiveFilter decides, rendering draws ---------
 
     async def _status(self, event: dict[str, Any], extra: str = "") -> None:
         row = event.get("run")
@@ -178,65 +144,83 @@ class SessionConsumer(_GroupConsumer):
         )
 
     async def run_started(self, event: dict[str, Any]) -> None:
-        if not self._fresh(event):
+        if not self.live.fresh(event):
             return
         message = event.get("message") or {}
-        html = ""
-        if message.get("id") and message["id"] not in self.seen_ids:
-            self.seen_ids.add(message["id"])
-            html = rendering.append_message(message)
+        html = rendering.append_message(message) if self.live.first_sight(message) else ""
         await self._status(event, html)
 
-    def _persisted(self, event: dict[str, Any]) -> bool:
-        done = self.persisted_iterations.get(event.get("request_id", ""), 0)
-        return int(event.get("iteration") or 0) <= done
-
     async def run_model_started(self, event: dict[str, Any]) -> None:
-        if self._fresh(event) and not self._persisted(event):
-            html = self._open_stream(event["request_id"], int(event.get("iteration") or 0))
+        if self.live.fresh(event) and not self.live.persisted(event):
+            html = self._open(event["request_id"], int(event.get("iteration") or 0))
             if html:
                 await self.send(text_data=html)
 
+    def _open(self, request_id: str, iteration: int) -> str:
+        opened = self.live.open_stream(request_id, iteration)
+        if opened is None:
+            return ""
+        closed, _ = opened
+        html = rendering.stream_close(request_id, closed) if closed is not None else ""
+        return html + rendering.stream_open(request_id, iteration)
+
     async def run_delta(self, event: dict[str, Any]) -> None:
-        if not self._fresh(event) or self._persisted(event):
+        if not self.live.fresh(event) or self.live.persisted(event):
             return
         request_id, iteration = event["request_id"], int(event.get("iteration") or 0)
-        html = self._open_stream(request_id, iteration)
-        html += rendering.delta(request_id, iteration, event.get("kind", "text"), event["text"])
-        await self.send(text_data=html)
+        kind = event.get("kind", "text")
+        text = self.live.delta_text(request_id, iteration, kind, event)
+        if text is None:  # a gap: a delta frame was lost on the way
+            await self.resnapshot()
+            return
+        html = self._open(request_id, iteration)
+        if text:
+            html += rendering.delta(request_id, iteration, kind, text)
+        if html:
+            await self.send(text_data=html)
 
     async def run_message(self, event: dict[str, Any]) -> None:
         message = event.get("message") or {}
-        if not self._fresh(event) or message.get("id") in self.seen_ids:
+        if not self.live.fresh(event) or not self.live.first_sight(message):
             return
-        self.seen_ids.add(message.get("id"))
         html = ""
         if message.get("role") == "assistant":
-            html = self._close_stream(event["request_id"])
+            closed = self.live.close_stream(event["request_id"])
+            if closed is not None:
+                html = rendering.stream_close(event["request_id"], closed)
         await self.send(text_data=html + rendering.append_message(message))
 
     async def run_tool(self, event: dict[str, Any]) -> None:
         call = event.get("call")
-        if not self._fresh(event) or not call:
+        if not self.live.fresh(event) or not call:
             return
         result = event.get("result")
-        if result and result.get("id"):
-            self.seen_ids.add(result["id"])
+        if result:
+            self.live.first_sight(result)
         await self.send(text_data=rendering.tool_update(call, event.get("status", ""), result))
 
     async def run_custom(self, event: dict[str, Any]) -> None:
         """Approvals and questions reach the page through run.state's waiting_for."""
 
     async def run_state(self, event: dict[str, Any]) -> None:
-        if self._fresh(event):
+        if self.live.fresh(event):
             await self._status(event)
 
     async def run_finished(self, event: dict[str, Any]) -> None:
-        if not self._fresh(event):
+        if not self.live.fresh(event):
             return
         request_id = event.get("request_id", "")
-        self.settled.add(request_id)
-        await self._status(event, self._close_stream(request_id))
+        closed = self.live.finish(request_id)
+        html = rendering.stream_close(request_id, closed) if closed is not None else ""
+        if event.get("seq") == REAPED_SEQ:
+            # Reaped elsewhere: the transcript now holds its partial answer and a notice.
+            await self.resnapshot()
+            self.live.settled.add(request_id)
+            html = ""
+        for message in (event.get("partial"), event.get("notice")):
+            if message and self.live.first_sight(message):
+                html += rendering.append_message(message)
+        await self._status(event, html)
 
 
 class MonitorConsumer(_GroupConsumer):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hosting import message_dict, run_row
-from ..models import ChatSession, Message, Run, RunStatus
+from ..hosting import run_row, session_transcript
+from ..models import ChatSession, Run, RunStatus
 
 RECENT_RUNS = 20
 
@@ -20,9 +20,8 @@ def session_owner(session_id: str) -> tuple[bool, int | None]:
 
 
 def transcript(session: ChatSession) -> list[dict[str, Any]]:
-    """The persisted messages of a session as browser dicts, in order."""
-    rows = Message.objects.filter(session=session).select_related("run").order_by("seq")
-    return [message_dict(row, request_id=row.run.request_id if row.run else None) for row in rows]
+    """The persisted messages of a session as browser dicts, in order, with run notices."""
+    return session_transcript(session.pk)
 
 
 def row(run: Run) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from ..hosting import Snapshot
+
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
@@ -221,16 +223,23 @@ def waiting(session_id: str, row: Mapping[str, Any] | None, *, oob: bool = False
     )
 
 
-def snapshot(session_id: str, snap: Mapping[str, Any]) -> str:
+def snapshot(session_id: str, snap: Snapshot) -> str:
     """Replaces the transcript, the status bar and the open waits in one frame."""
-    row = snap.get("run")
+    row = snap.run
+    partial = snap.partial.as_dict() if snap.partial is not None else None
     return "".join(
         (
-            transcript(session_id, snap.get("messages") or [], snap.get("partial"), oob=True),
+            transcript(session_id, snap.messages, partial, oob=True),
             run_status(session_id, row, oob=True),
             waiting(session_id, row, oob=True),
+            live_state(snap.live),
         )
     )
+
+
+def live_state(live: bool) -> str:
+    """The "live updates reconnecting" banner, shown while the channel layer is away."""
+    return _render("_live_state.html", live=live)
 
 
 def stream_view(partial: Mapping[str, Any]) -> dict[str, Any]:

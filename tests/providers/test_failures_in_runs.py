@@ -105,7 +105,7 @@ async def test_rate_limit_after_retries_fails_the_run(fake_server: FakeServer, o
     assert len(fake_server.requests) == 2
 
 
-async def test_dropped_stream_fails_the_run_and_keeps_the_user_message(
+async def test_dropped_stream_fails_the_run_and_keeps_the_message_and_the_partial_answer(
     fake_server: FakeServer, owner: Any
 ) -> None:
     dropped = openai_text("Hello", " there")
@@ -114,9 +114,17 @@ async def test_dropped_stream_fails_the_run_and_keeps_the_user_message(
     _, _, run = await _run_until_finished(profile, owner, "keep me")
     assert run.status == "failed"
     assert run.error
-    rows = Message.objects.filter(session_id=run.session_id).values_list("role", "content")
-    contents = [row async for row in rows]
-    assert contents == [("user", "keep me")]
+    rows = Message.objects.filter(session_id=run.session_id).order_by("seq")
+    contents = [(m.role, m.content, m.include_in_messages, m.attributes) async for m in rows]
+    # What streamed before the drop is kept and marked, but is not the model's context.
+    assert contents[0][:2] == ("user", "keep me")
+    assert contents[1] == (
+        "assistant",
+        "Hello",
+        False,
+        {"partial": True, "stopped": "failed", "by": ""},
+    )
+    assert len(contents) == 2
 
 
 async def test_timeout_fails_the_run(fake_server: FakeServer, owner: Any) -> None:

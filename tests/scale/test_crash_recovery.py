@@ -90,11 +90,11 @@ async def test_killed_host_is_interrupted_by_a_survivor_and_the_session_goes_on(
 async def test_with_default_timings_a_dead_host_is_interrupted_soon_but_never_early(
     daphne_cluster, rows, sockets
 ):
-    """The defaults: hosts beat every 2 s, a dead host's run is interrupted within 10 s.
+    """The defaults: hosts renew their lease every 2 s, a dead host's run ends within 10 s.
 
-    A run counts as stale after 10 s minus one heartbeat of silence, and the reaper passes
-    every heartbeat: killed right after a heartbeat (the worst case), the run is not reaped
-    before 8 s of silence and is reaped within 10 s of the kill.
+    A lease counts as expired after 10 s minus one heartbeat without renewal, and the
+    reaper passes every heartbeat: killed right after a renewal (the worst case), the run
+    is not reaped before 8 s of silence and is reaped within 10 s of the kill.
     """
     a, b = daphne_cluster.start(2, names=("A", "B"), defaults=True)
     owner = await rows.call(rows.create_user, "bound-alice")
@@ -112,11 +112,18 @@ async def test_with_default_timings_a_dead_host_is_interrupted_soon_but_never_ea
     run = await poll(waiting_run, timeout=15, what="the run waits for approval")
     assert a.hosts(run.host)
 
-    async def next_beat():
-        current = await rows.call(rows.run, run.request_id)
-        return current.heartbeat_at > run.heartbeat_at and current
+    def lease_of(alias):
+        from agents.models import Host
 
-    beaten = await poll(next_beat, timeout=5, interval=0.02, what="a heartbeat of A")
+        return Host.objects.using(alias).get(pk=run.host).renewed_at
+
+    first = await rows.call(rows.execute, lease_of)
+
+    async def next_beat():
+        renewed = await rows.call(rows.execute, lease_of)
+        return renewed > first and renewed
+
+    renewed = await poll(next_beat, timeout=5, interval=0.02, what="a lease renewal of A")
     a.kill()
     killed_at = time.monotonic()
 
@@ -128,14 +135,14 @@ async def test_with_default_timings_a_dead_host_is_interrupted_soon_but_never_ea
     elapsed = time.monotonic() - killed_at
     print(f"\ninterrupted {elapsed:.2f} s after the kill (killed right after a heartbeat)")
     assert reaped.error == HOST_STOPPED
-    assert reaped.finished_at - beaten.heartbeat_at >= timedelta(seconds=8)
+    assert reaped.finished_at - renewed >= timedelta(seconds=8)
     assert elapsed <= 10 + 0.5  # the promise, plus the test's own polling
 
 
 async def test_a_starting_process_interrupts_runs_left_by_stopped_ones(daphne_cluster, rows):
     from django.utils import timezone
 
-    from agents.models import Run
+    from agents.models import Host, Run
 
     owner = await rows.call(rows.create_user, "startup-alice")
     profile = await rows.call(rows.create_profile, "startup-demo")
@@ -162,6 +169,13 @@ async def test_a_starting_process_interrupts_runs_left_by_stopped_ones(daphne_cl
             host="other-host:4343:cafebabe",
             heartbeat_at=now + timedelta(seconds=30),  # beats on, as far as anyone can tell
             started_at=now,
+        )
+        # Its host renews its lease, as far as anyone can tell; the stale run's host does not.
+        Host.objects.using(alias).create(
+            host_id="other-host:4343:cafebabe", renewed_at=now + timedelta(seconds=30)
+        )
+        Host.objects.using(alias).create(
+            host_id="gone-host:4242:deadbeef", renewed_at=now - timedelta(seconds=60)
         )
         return stale.request_id, fresh.request_id
 

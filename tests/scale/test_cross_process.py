@@ -127,7 +127,11 @@ async def test_cancel_sent_through_another_process_stops_the_run_where_it_is_hos
         "cancelled",
     )
     assert a.hosts(stopped.host)
-    assert not chat.search_all(ASSISTANT), "the cancelled answer must not be completed"
+    # What streamed before the cancel is kept, marked as stopped by the one who cancelled.
+    answers = chat.search_all(ASSISTANT)
+    assert answers, "the partial answer is shown"
+    assert all('data-testid="partial-mark"' in m["body"] for m in answers), answers
+    assert "stopped by" in answers[-1]["body"]
 
 
 async def test_idle_sockets_survive_the_channel_layer_with_the_documented_redis_url(

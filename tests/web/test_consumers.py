@@ -301,13 +301,13 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
     # Frames the snapshot already covers may still be queued in the layer (the host's sender
     # and the snapshot race); replay two such frames as the layer would deliver them.
     covered = await manager.snapshot(session.id)
-    run = covered["run"]
+    run = covered.run
     group = session_group(session.id)
     await channel_layer.group_send(group, {
-        "type": "run.delta", "request_id": run["request_id"], "seq": covered["seq"],
-        "first_seq": covered["seq"], "kind": "text", "text": "DUPLICATE", "iteration": 1,
+        "type": "run.delta", "request_id": run["request_id"], "seq": covered.seq,
+        "first_seq": covered.seq, "kind": "text", "text": "DUPLICATE", "iteration": 1,
     })  # fmt: skip
-    user_message = next(m for m in covered["messages"] if m["id"] == user_message_id)
+    user_message = next(m for m in covered.messages if m["id"] == user_message_id)
     await channel_layer.group_send(group, {
         "type": "run.started", "request_id": run["request_id"], "seq": 1, "run": run,
         "message": user_message,
@@ -346,14 +346,14 @@ async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
     snapshot = await again.next()
     assert "Let me use the calculator tool." in snapshot
     covered = await manager.snapshot(session.id)
-    assert covered["persisted_iterations"] == 1
+    assert covered.persisted_iterations == 1
     # A delta of that answer arriving with a seq above the snapshot's (the answer completed
     # between the snapshot's two reads) must not reopen a streaming bubble.
-    run = covered["run"]
+    run = covered.run
     group = session_group(session.id)
     await channel_layer.group_send(group, {
-        "type": "run.delta", "request_id": run["request_id"], "seq": covered["seq"] + 1,
-        "first_seq": covered["seq"] + 1, "kind": "text", "text": "tool.", "iteration": 1,
+        "type": "run.delta", "request_id": run["request_id"], "seq": covered.seq + 1,
+        "first_seq": covered.seq + 1, "kind": "text", "text": "tool.", "iteration": 1,
     })  # fmt: skip
     assert await again.communicator.receive_nothing(timeout=0.2)
     await manager.control(session.id, user, "cancel", {})

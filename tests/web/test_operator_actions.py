@@ -65,7 +65,7 @@ async def test_a_gated_call_waits_with_the_call_listed_then_runs_once_approved(
         ("approval", call_id, "calculator")
     ]
     assert run.waiting_for[0]["arguments"] == {"expression": "12 * 12"}
-    assert (await manager.snapshot(session.id))["run"]["waiting_for"] == run.waiting_for
+    assert (await manager.snapshot(session.id)).run["waiting_for"] == run.waiting_for
     assert (await ChatSession.objects.aget(pk=session.id)).status == "waiting"
 
     reply = await manager.control(session.id, staff_user, "approve", {"id": call_id})

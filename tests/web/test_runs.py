@@ -30,7 +30,7 @@ async def _rows(session_id: str) -> list[Message]:
     return [m async for m in Message.objects.filter(session_id=session_id).order_by("seq")]
 
 
-async def test_a_message_becomes_a_run_that_goes_from_queued_through_running_to_completed(
+async def test_a_message_becomes_a_run_that_goes_from_running_to_completed(
     manager: Any, user: Any, make_profile: Any, make_session: Any, listen_session: Any
 ) -> None:
     profile = await make_profile(extensions=(DEMO_TOOLS,))
@@ -40,8 +40,12 @@ async def test_a_message_becomes_a_run_that_goes_from_queued_through_running_to_
     reply = await manager.submit_message(session.id, user, "What is 6 * 7?")
 
     assert reply.accepted and reply.action == "message" and reply.request_id
-    # Nothing has run yet: submit_message only hosts the run.
-    assert manager.hosted[session.id].run.status == "queued"
+    # The reply comes after the intake committed: the run and its input are stored.
+    stored = await Run.objects.aget(request_id=reply.request_id)
+    assert stored.status == "running" and stored.host == manager.host_id
+    assert [(m.role, m.content, m.run_id) for m in await _rows(session.id)][:1] == [
+        ("user", "What is 6 * 7?", stored.pk)
+    ]
     started = await listener.until_type("run.started")
     assert started["run"]["status"] == "running"
     finished = await listener.finished(reply.request_id)
@@ -289,23 +293,23 @@ async def test_a_snapshot_mid_stream_plus_later_deltas_gives_the_answer_exactly_
     snapshot = await manager.snapshot(session.id)
     await listener.finished(reply.request_id)
 
-    partial = snapshot["partial"]
-    assert partial is not None and partial["request_id"] == reply.request_id
-    assert snapshot["run"]["request_id"] == reply.request_id
-    assert snapshot["run"]["status"] == "running"
-    assert [m["content"] for m in snapshot["messages"]] == ["please stream a while"]
-    assert snapshot["message_ids"] == {m["id"] for m in snapshot["messages"]}
+    partial = snapshot.partial
+    assert partial is not None and partial.request_id == reply.request_id
+    assert snapshot.run["request_id"] == reply.request_id
+    assert snapshot.run["status"] == "running"
+    assert [m["content"] for m in snapshot.messages] == ["please stream a while"]
+    assert snapshot.message_ids == {m["id"] for m in snapshot.messages}
     later = [
         f
         for f in listener.frames
-        if f["type"] == "run.delta" and f["kind"] == "text" and f["seq"] > snapshot["seq"]
+        if f["type"] == "run.delta" and f["kind"] == "text" and f["seq"] > snapshot.seq
     ]
     assert later, "the snapshot was taken before the end of the answer"
     answer = (await _rows(session.id))[-1].content
-    assert partial["text"] + "".join(f["text"] for f in later) == answer
+    assert partial.text + "".join(f["text"] for f in later) == answer
     # The answer's run.message is not in the snapshot, so the page must keep it.
     final = [f for f in listener.frames if f["type"] == "run.message"][-1]
-    assert final["seq"] > snapshot["seq"] and final["message"]["id"] not in snapshot["message_ids"]
+    assert final["seq"] > snapshot.seq and final["message"]["id"] not in snapshot.message_ids
 
 
 async def test_a_snapshot_without_an_active_run_is_the_transcript_alone(
@@ -317,9 +321,9 @@ async def test_a_snapshot_without_an_active_run_is_the_transcript_alone(
 
     snapshot = await manager.snapshot(session.id)
 
-    assert snapshot["run"] is None and snapshot["partial"] is None and snapshot["seq"] == 0
-    assert [m["role"] for m in snapshot["messages"]] == ["user", "assistant"]
-    assert all(m["request_id"] == reply.request_id for m in snapshot["messages"])
+    assert snapshot.run is None and snapshot.partial is None and snapshot.seq == 0
+    assert [m["role"] for m in snapshot.messages] == ["user", "assistant"]
+    assert all(m["request_id"] == reply.request_id for m in snapshot.messages)
 
 
 async def test_a_snapshot_taken_as_the_run_starts_still_shows_the_users_message_once(
@@ -335,7 +339,7 @@ async def test_a_snapshot_taken_as_the_run_starts_still_shows_the_users_message_
     await listener.finished(reply.request_id)
 
     # What a page shows: the snapshot's messages, then live messages newer than its seq.
-    shown = [m["content"] for m in snapshot["messages"]]
-    if started["seq"] > snapshot["seq"]:
+    shown = [m["content"] for m in snapshot.messages]
+    if started["seq"] > snapshot.seq:
         shown.append(started["message"]["content"])
-    assert shown.count("my first words") == 1, (snapshot["seq"], snapshot["messages"])
+    assert shown.count("my first words") == 1, (snapshot.seq, snapshot.messages)

@@ -1,0 +1,358 @@
+"""Every database hop of the host: short ORM functions, one transaction each, retried.
+
+No policy lives here: callers decide, these functions read and write. Each async function
+is a ``db_hop`` (connection errors retried on a fresh connection, see agents.db_retry); the
+lease and the reaper run on worker threads with their own connections so they never wait
+behind the runs' writes on the ORM thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from ..db_retry import db_hop, db_hop_own_thread
+from ..models import (
+    ChatSession,
+    ExtensionSetting,
+    Host,
+    Message,
+    OperatorAction,
+    Role,
+    Run,
+    RunEvent,
+    RunStatus,
+    SessionStatus,
+)
+from ..runtime.ids import new_uuid7
+from .payloads import message_dict, notice, run_row
+from .wire import WORKER_CHANNEL
+
+ExtensionRows = tuple[tuple[Any, ...], ...]
+
+
+@dataclass(slots=True)
+class Intake:
+    """A run just created for a message, with what hosting it needs (one transaction)."""
+
+    run: Run
+    session: ChatSession
+    extension_rows: ExtensionRows
+    input_id: str  # the stored input Message's id (the runtime message reuses it)
+
+
+def _extension_rows(profile_pk: int) -> ExtensionRows:
+    return tuple(
+        ExtensionSetting.objects.filter(profile_id=profile_pk)
+        .order_by("position", "id")
+        .values_list("key", "instance_name", "enabled", "priority", "settings")
+    )
+
+
+def _session(session_id: str) -> ChatSession | None:
+    return ChatSession.objects.select_related("owner", "profile").filter(pk=session_id).first()
+
+
+@db_hop
+def load_session(session_id: str) -> tuple[ChatSession, ExtensionRows] | None:
+    session = _session(session_id)
+    if session is None:
+        return None
+    return session, _extension_rows(session.profile_id)
+
+
+@db_hop
+def load_user(user_id: int | None) -> Any:
+    if user_id is None:
+        return None
+    return get_user_model().objects.filter(pk=user_id).first()
+
+
+def _next_seq(session_id: str) -> int:
+    last = Message.objects.filter(session_id=session_id).aggregate(last=Max("seq"))["last"]
+    return (last or 0) + 1
+
+
+@db_hop
+def create_run(
+    session_id: str, user_id: int | None, text: str, host: str, by: str, title: str | None
+) -> Intake | str:
+    """Create the session's active run and store its input message, in one transaction.
+
+    Returns the Intake, or a reason string: "active" when another run is active (the
+    one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
+    is sent before this commits.
+    """
+    session = _session(session_id)
+    if session is None:
+        return "missing"
+    if not session.profile.is_active:
+        return "disabled"
+    now = timezone.now()
+    input_id = new_uuid7()
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                session=session,
+                profile=session.profile,
+                started_by_id=user_id,
+                input_text=text,
+                status=RunStatus.RUNNING if host else RunStatus.QUEUED,
+                phase="created",
+                host=host,
+                heartbeat_at=now,
+                created_at=now,
+                started_at=now if host else None,
+            )
+            Message.objects.create(
+                session=session,
+                run=run,
+                seq=_next_seq(session_id),
+                message_id=input_id,
+                role=Role.USER,
+                content=text,
+                attributes={"by": by},
+                created_at=now,
+            )
+            fields: dict[str, Any] = {"updated_at": now}
+            if host:
+                fields["status"] = SessionStatus.RUNNING
+            if title is not None and not session.title:
+                session.title = fields["title"] = title
+            ChatSession.objects.filter(pk=session.pk).update(**fields)
+    except IntegrityError:
+        if Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).exists():
+            return "active"
+        raise
+    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+
+
+@db_hop
+def claim_run(request_id: str, host: str) -> Intake | None:
+    """Claim a run a web process queued for the workers; None if taken or gone."""
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = Run.objects.filter(
+            request_id=request_id, host="", status=RunStatus.QUEUED
+        ).update(host=host, heartbeat_at=now, status=RunStatus.RUNNING, started_at=now)
+        if not claimed:
+            return None
+        run = Run.objects.get(request_id=request_id)
+        ChatSession.objects.filter(pk=run.session_id).update(
+            status=SessionStatus.RUNNING, updated_at=now
+        )
+    session = _session(run.session_id)
+    assert session is not None  # the run's FK holds it
+    input_row = Message.objects.filter(run=run, role=Role.USER).order_by("seq").first()
+    input_id = input_row.message_id if input_row else new_uuid7()
+    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+
+
+@db_hop
+def checkpoint(
+    run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
+) -> None:
+    """Write the run's changed fields, its unwritten trace and the session's status at once."""
+    with transaction.atomic():
+        if session is not None:
+            ChatSession.objects.filter(pk=run.session_id).update(
+                status=session, updated_at=timezone.now()
+            )
+        if fields:
+            Run.objects.filter(pk=run.pk).update(
+                **{name: getattr(run, name) for name in set(fields)}
+            )
+        if trace:
+            RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
+    trace.clear()
+
+
+def _store_partial(
+    run: Run, text: str, reasoning: str, attributes: dict[str, Any]
+) -> Message | None:
+    if not (text or reasoning):
+        return None
+    return Message.objects.create(
+        session_id=run.session_id,
+        run=run,
+        seq=_next_seq(run.session_id),
+        message_id=new_uuid7(),
+        role=Role.ASSISTANT,
+        content=text,
+        reasoning=reasoning,
+        include_in_messages=False,  # what the model never finished is not its context
+        attributes={"partial": True, **attributes},
+    )
+
+
+@db_hop
+def finish_run(
+    run: Run,
+    trace: list[RunEvent],
+    fields: tuple[str, ...],
+    partial: tuple[str, str, dict[str, Any]] | None,
+) -> dict[str, Any] | None:
+    """The final record of a run: its fields, trace, partial answer and an idle session.
+
+    Returns the stored partial answer's message dict, if there was one.
+    """
+    stored = None
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields})
+        if trace:
+            RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
+        if partial is not None:
+            stored = _store_partial(run, *partial)
+        ChatSession.objects.filter(pk=run.session_id).update(
+            status=SessionStatus.IDLE, updated_at=timezone.now()
+        )
+    trace.clear()
+    return message_dict(stored, request_id=run.request_id) if stored is not None else None
+
+
+@db_hop
+def active_run(session_id: str) -> Run | None:
+    return Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).first()
+
+
+@db_hop
+def request_cancel(run_pk: int) -> None:
+    Run.objects.filter(pk=run_pk, cancel_state="").update(cancel_state="requested")
+
+
+@db_hop
+def row_for(run: Run) -> dict[str, Any]:
+    return _row(Run.objects.select_related("session__owner", "session__profile").get(pk=run.pk))
+
+
+def _row(run: Run) -> dict[str, Any]:
+    session = run.session
+    return run_row(
+        run, owner=session.owner.get_username(), profile=session.profile.name, title=session.title
+    )
+
+
+def transcript_now(session_id: str) -> list[dict[str, Any]]:
+    """The session's messages in order, with a notice after each run that did not complete.
+
+    A notice is ``{"role": "notice", "status", "content": <reason>, "request_id", "id"}``.
+    """
+    rows = list(Message.objects.filter(session_id=session_id).select_related("run").order_by("seq"))
+    ended = {
+        run.pk: run
+        for run in Run.objects.filter(
+            session_id=session_id,
+            status__in=(RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED),
+        )
+    }
+    items: list[dict[str, Any]] = []
+    last_of_run = {row.run_id: index for index, row in enumerate(rows) if row.run_id in ended}
+    for index, row in enumerate(rows):
+        items.append(message_dict(row, request_id=row.run.request_id if row.run else None))
+        if row.run_id in ended and last_of_run[row.run_id] == index:
+            items.append(notice(ended[row.run_id]))
+    return items
+
+
+transcript = db_hop(transcript_now)
+
+
+@db_hop
+def record_action(
+    session_id: str,
+    request_id: str | None,
+    user_id: int | None,
+    action: str,
+    payload: dict[str, Any],
+    accepted: bool,
+    reason: str,
+) -> None:
+    run = Run.objects.filter(request_id=request_id).first() if request_id else None
+    OperatorAction.objects.create(
+        session_id=session_id,
+        run=run,
+        user_id=user_id,
+        action=action,
+        payload={k: v for k, v in payload.items() if k != "HEADERS"},
+        outcome="accepted" if accepted else "rejected",
+        reason=reason,
+    )
+
+
+# -- liveness: the host lease and the reaper ---------------------------------------------
+
+
+def renew_lease_now(host_id: str) -> None:
+    """Renew (or create) this process's lease; runs on the lease thread's own connection."""
+    now = timezone.now()
+    if not Host.objects.filter(pk=host_id).update(renewed_at=now):
+        Host.objects.update_or_create(pk=host_id, defaults={"renewed_at": now})
+
+
+def drop_lease_now(host_id: str) -> None:
+    Host.objects.filter(pk=host_id).delete()
+
+
+def reap_now(own_host: str | None, cutoff: datetime) -> list[tuple[str, str, dict[str, Any]]]:
+    """Mark active runs whose host's lease expired before ``cutoff`` as interrupted.
+
+    A host never reaps itself (``own_host``). Unclaimed runs are reaped when they waited
+    since before ``cutoff``. Each run is updated only while still active, so processes
+    reaping at once never report one run twice; a run's streaming answer (its last
+    checkpoint) is kept as a partial message. Returns (request id, session id, row).
+    """
+    live_hosts = Host.objects.filter(renewed_at__gte=cutoff).values("host_id")
+    candidates = Run.objects.filter(status__in=RunStatus.active()).filter(
+        Q(host="", created_at__lt=cutoff) | (~Q(host="") & ~Q(host__in=live_hosts))
+    )
+    if own_host is not None:
+        candidates = candidates.exclude(host=own_host)
+    reaped = []
+    now = timezone.now()
+    for run in candidates.select_related("session__owner", "session__profile"):
+        error = (
+            f"Interrupted: no worker picked this run up (is `manage.py runworker "
+            f"{WORKER_CHANNEL}` running?)."
+            if not run.host
+            else "Interrupted: the server process hosting this run stopped."
+        )
+        with transaction.atomic():
+            updated = Run.objects.filter(pk=run.pk, status__in=RunStatus.active()).update(
+                status=RunStatus.INTERRUPTED,
+                phase="failed",
+                current_tool="",
+                waiting_for=[],
+                partial_text="",
+                finished_at=now,
+                error=error,
+            )
+            if not updated:
+                continue
+            _store_partial(run, run.partial_text, "", {"stopped": RunStatus.INTERRUPTED})
+            ChatSession.objects.filter(pk=run.session_id).update(
+                status=SessionStatus.IDLE, updated_at=now
+            )
+        run.status, run.phase, run.error = RunStatus.INTERRUPTED, "failed", error
+        run.current_tool, run.waiting_for, run.finished_at = "", [], now
+        reaped.append((run.request_id, run.session_id, _row(run)))
+    Host.objects.filter(renewed_at__lt=cutoff - timedelta(days=1)).delete()
+    return reaped
+
+
+reap = db_hop_own_thread(reap_now)
+
+
+@db_hop_own_thread
+def still_active(host_id: str, request_ids: list[str]) -> set[str]:
+    """Those of our runs the database still shows active (others were reaped meanwhile)."""
+    return set(
+        Run.objects.filter(
+            host=host_id, request_id__in=request_ids, status__in=RunStatus.active()
+        ).values_list("request_id", flat=True)
+    )

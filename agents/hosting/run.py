@@ -1,0 +1,264 @@
+"""HostedRun: one run executing in this process: its task, projection, outbox and end.
+
+The run owns everything that happens to it: executing the agent, turning events into
+rows and frames (through its RunProjection), being cancelled, steered or answered, and
+writing its final record. It tells the manager it finished through ``on_finished``
+instead of calling back into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Any
+
+from django.utils import timezone
+
+from ..db_retry import DatabaseUnavailable
+from ..models import CancelState, RunStatus
+from ..profiles.cache import AgentCache
+from ..profiles.catalog import ProfileConfigError
+from ..runtime import Agent, AgentEventType, AgentRunConfig, ExternalEvent, UserMessage
+from ..runtime.context import AgentRunContext
+from ..runtime.errors import ModelCallError
+from ..runtime.operator import OperatorProtocol, operator_protocol
+from . import db
+from .outbox import Outbox
+from .payloads import notice, run_row
+from .projection import RUN_FIELDS, RunProjection
+from .settings import HostSettings
+from .wire import Partial, session_group
+
+log = logging.getLogger(__name__)
+
+_NO_PROTOCOL = OperatorProtocol({}, ())
+
+
+class HostedRun:
+    """What the host keeps in memory for one run it is executing."""
+
+    def __init__(
+        self,
+        intake: db.Intake,
+        *,
+        layer: Any,
+        settings: HostSettings,
+        agents: AgentCache,
+        on_finished: Callable[[HostedRun, list[tuple[int | None, str]]], None],
+        shutting_down: Callable[[], bool],
+    ) -> None:
+        session = intake.session
+        self.run = intake.run
+        self.session_id: str = session.id
+        self.request_id: str = intake.run.request_id
+        self.owner = session.owner.get_username()
+        self.owner_id: int = session.owner_id
+        self.profile_name = session.profile.name
+        self.title = session.title
+        self.double_texting = session.profile.double_texting
+        self._intake = intake
+        self._settings = settings
+        self._agents = agents
+        self._on_finished = on_finished
+        self._shutting_down = shutting_down
+        self.projection = RunProjection(self.run, _NO_PROTOCOL, self.row)
+        self.outbox = Outbox(
+            layer,
+            session_group(self.session_id),
+            window=settings.delta_batch_seconds,
+            label=self.request_id,
+        )
+        self.agent: Agent | None = None
+        self.context: AgentRunContext | None = None
+        self.queued: list[tuple[int | None, str]] = []  # (user id, text), in order sent
+        self.done = asyncio.Event()
+        self.interrupted = False  # another process reaped it: it ends as interrupted
+        self.stopped_by = ""  # who cancelled it
+        self.task: asyncio.Task[None] | None = None
+        self.sender: asyncio.Task[None] | None = None
+        self._partial_saved_at = 0.0
+
+    def row(self) -> dict[str, Any]:
+        return run_row(self.run, owner=self.owner, profile=self.profile_name, title=self.title)
+
+    @property
+    def protocol(self) -> OperatorProtocol:
+        return self.projection.protocol
+
+    def start(self) -> None:
+        self.sender = asyncio.create_task(self.outbox.run(), name=f"zett-send-{self.request_id}")
+        self.task = asyncio.create_task(self._execute(), name=f"zett-run-{self.request_id}")
+
+    # -- executing ---------------------------------------------------------------------
+
+    async def _execute(self) -> None:
+        run = self.run
+        status = RunStatus.FAILED
+        try:
+            try:
+                agent = self._agents.agent_for(
+                    self._intake.session.profile, self._intake.extension_rows
+                )
+            except ProfileConfigError as exc:
+                raise ProfileConfigError(f"The agent profile cannot be used: {exc}") from None
+            self.agent = agent
+            self.projection.protocol = operator_protocol(agent.extensions)
+            message = UserMessage(
+                run.input_text, id=self._intake.input_id, attributes={"by": self.owner}
+            )
+            config = AgentRunConfig(session_id=self.session_id, request_id=self.request_id)
+            async with aclosing(agent.stream(message, config=config)) as events:
+                async for event in events:
+                    if event.type is AgentEventType.RUN_STARTED:
+                        self.context = agent.active_context(self.session_id)
+                    await self._apply(event)
+            status = RunStatus.COMPLETED
+        except asyncio.CancelledError:
+            status = RunStatus.CANCELLED
+            for frame in self.projection.close_cancelled_calls(self.context):
+                self.outbox.push(frame)
+            if self._shutting_down():
+                run.error = "The server shut down during this run."
+                status = RunStatus.INTERRUPTED
+            elif self.interrupted:
+                status = RunStatus.INTERRUPTED
+        except (ModelCallError, ProfileConfigError) as exc:
+            # Expected failures (the provider said no, the profile is broken): the
+            # message is for the person, so no traceback in the log.
+            log.warning("run %s failed: %s", self.request_id, exc)
+            run.error = describe_error(exc)
+        except DatabaseUnavailable as exc:
+            log.warning("run %s stopped: %s", self.request_id, exc)
+            run.error = "The run stopped: the database was unavailable."
+        except Exception as exc:
+            log.exception("run %s failed", self.request_id)
+            run.error = describe_error(exc)
+        finally:
+            await asyncio.shield(self._finish(status))
+
+    async def _apply(self, event: Any) -> None:
+        projection = self.projection
+        step = projection.apply(event)
+        for frame in step.frames:
+            self.outbox.push(frame)
+        if not step.checkpoint and event.type in (
+            AgentEventType.TEXT_DELTA,
+            AgentEventType.REASONING_DELTA,
+        ):
+            # The streaming answer is checkpointed now and then, so a run whose process
+            # dies still shows what it had said.
+            now = time.monotonic()
+            if now - self._partial_saved_at >= self._settings.checkpoint_seconds:
+                self._partial_saved_at = now
+                self.run.partial_text = projection.partial[0]
+                step.fields.add("partial_text")
+                step.checkpoint = True
+        if step.checkpoint:
+            await db.checkpoint(self.run, projection.trace, step.fields, step.session_status)
+
+    async def _finish(self, status: str) -> None:
+        projection = self.projection
+        text, reasoning = projection.partial
+        partial = None
+        if status != RunStatus.COMPLETED and (text or reasoning):
+            partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
+        finished = projection.finish(status, timezone.now())
+        try:
+            stored = await self._record_end(partial)
+            if stored is not None:
+                finished["partial"] = stored  # type: ignore[typeddict-unknown-key]
+            if status != RunStatus.COMPLETED:
+                finished["notice"] = notice(self.run)  # type: ignore[typeddict-unknown-key]
+        finally:
+            self.outbox.push(finished)
+            self.outbox.close()
+            self.done.set()
+            leftovers = list(self.queued)
+            if self.context is not None:
+                unprocessed = self.context.state.metadata.get("unprocessed_steering") or []
+                leftovers[:0] = [(self.owner_id, m.content) for m in unprocessed]
+            self._on_finished(self, leftovers)
+
+    async def _record_end(
+        self, partial: tuple[str, str, dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        """Write the final record; while the database is away, keep trying until it is back.
+
+        A run's end is never lost and its session never stays "running": the retry outlives
+        the usual window, and only a shutting-down process gives up (its successor's
+        start-up recovery then ends the run as interrupted).
+        """
+        delay = 1.0
+        while True:
+            try:
+                return await db.finish_run(self.run, self.projection.trace, RUN_FIELDS, partial)
+            except DatabaseUnavailable as exc:
+                if self._shutting_down():
+                    log.error("could not record the end of run %s: %s", self.request_id, exc)
+                    return None
+                log.warning("end of run %s not recorded yet (%s); retrying", self.request_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            except Exception:
+                log.exception("could not record the end of run %s", self.request_id)
+                return None
+
+    # -- what operators do to it -------------------------------------------------------
+
+    async def cancel(self, by: str = "") -> bool:
+        """Request cancellation (saved and sent first); False when already requested."""
+        run = self.run
+        if run.cancel_state:
+            return False
+        self.stopped_by = by
+        run.cancel_state = CancelState.REQUESTED
+        await self._state_changed()
+        if self.task is not None and not self.task.done():
+            # Acknowledge (saved and sent) before cancelling: the run's end then reports
+            # "stopped", and pages see requested -> acknowledged -> stopped in order.
+            run.cancel_state = CancelState.ACKNOWLEDGED
+            await self._state_changed()
+            self.task.cancel()
+        return True
+
+    def interrupt(self, reason: str) -> None:
+        """Stop a run another process already gave up on; it ends as interrupted."""
+        if self.task is not None and not self.task.done():
+            log.warning("run %s was marked interrupted elsewhere; stopping it", self.request_id)
+            self.run.error = reason
+            self.interrupted = True
+            self.task.cancel()
+
+    async def _state_changed(self) -> None:
+        await db.checkpoint(self.run, [], ("cancel_state",), None)
+        self.outbox.push(self.projection.state_frame())
+
+    def offer(self, event: ExternalEvent) -> bool:
+        """Hand an operator's event to the run's extensions; True when one accepted it."""
+        if self.agent is None:
+            return False
+        return bool(
+            self.agent.emit_external_event(
+                event, config=AgentRunConfig(session_id=self.session_id, request_id=self.request_id)
+            )
+        )
+
+    def partial(self) -> tuple[int, Partial | None, dict[str, Any] | None]:
+        """(seq, the streaming answer, the input message) as of now, for a snapshot."""
+        projection = self.projection
+        self.outbox.seal(projection.seq)
+        text, reasoning = projection.partial
+        streaming = (
+            Partial(self.request_id, projection.iteration, text, reasoning)
+            if text or reasoning
+            else None
+        )
+        return projection.seq, streaming, projection.input_message
+
+
+def describe_error(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) < 2000 else text[:2000] + "…"

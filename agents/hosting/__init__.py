@@ -39,6 +39,7 @@ retried until the database is back, so no session stays "running".
 """
 
 from .db import transcript_now as session_transcript
+from .layer_watch import layer_watch
 from .manager import RunManager, get_run_manager
 from .payloads import call_dict, message_dict, run_row
 from .wire import (
@@ -65,6 +66,7 @@ __all__ = [
     "call_dict",
     "control_group",
     "get_run_manager",
+    "layer_watch",
     "message_dict",
     "run_row",
     "session_group",

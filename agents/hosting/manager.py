@@ -18,6 +18,7 @@ from channels.layers import get_channel_layer
 from ..profiles.cache import AgentCache
 from . import db, policy
 from .control_bus import ControlBus
+from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
 from .run import HostedRun
 from .settings import HostSettings
@@ -72,6 +73,7 @@ class RunManager:
             if self._started:
                 return
             await self.bus.open(self._serve_control, self._rejoin)
+            layer_watch(self.layer).subscribe(self._rejoin)
             self.liveness.start()
             self._background = [
                 asyncio.create_task(self.bus.run(), name="zett-control"),
@@ -308,6 +310,7 @@ class RunManager:
         return reply.as_dict()
 
     async def _rejoin(self) -> None:
+        """Join the control groups of every run hosted here again (after a layer outage)."""
         for session_id in list(self.hosted):
             await self.bus.join(session_id)
 

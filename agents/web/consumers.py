@@ -17,7 +17,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, session_group
+from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, layer_watch, session_group
 from . import queries, rendering
 from .access import may_use_session
 from .frames import MONITOR_FRAME_TYPES, Frame, FrameError, parse_frame
@@ -40,7 +40,52 @@ _RENDER_ONLY_PREFIXES = ("run.", "monitor.", "websocket.receive")
 
 
 class _GroupConsumer(AsyncWebsocketConsumer):
-    """Joins its groups, and re-joins them well before the layer's group_expiry drops it."""
+    """Joins its groups, and re-joins them well before the layer's group_expiry drops it.
+
+    The channel layer may go away (Redis restarting): receiving from it then fails, and
+    channels would end the consumer and close the socket with 1011. Instead the socket
+    stays open, the page is told that live updates are reconnecting, and when the layer
+    is back (the process's LayerWatch says so) the consumer re-joins its groups and
+    refreshes the page (``layer_back``).
+    """
+
+    layer_ok = True
+
+    @property
+    def channel_receive(self) -> Any:
+        return self._receive_resiliently
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Any) -> None:
+        self._raw_receive = receive
+
+    async def _receive_resiliently(self) -> dict[str, Any]:
+        delay = 0.1
+        while True:
+            try:
+                return await self._raw_receive()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.layer_ok:
+                    log.warning("live updates of a socket paused: %s", exc)
+                    self.layer_ok = False
+                    await self.layer_lost()
+                    await layer_watch(self.channel_layer).reported_failure()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def layer_lost(self) -> None:
+        """The layer failed under this socket: tell the page (subclasses)."""
+
+    async def layer_back(self) -> None:
+        """The layer is back and the groups are joined again: refresh the page (subclasses)."""
+
+    async def _on_layer_back(self) -> None:
+        for group in getattr(self, "joined", []):
+            await self.channel_layer.group_add(group, self.channel_name)
+        self.layer_ok = True
+        await self.layer_back()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler, a hop to the
@@ -58,8 +103,14 @@ class _GroupConsumer(AsyncWebsocketConsumer):
 
     async def join(self) -> None:
         self.joined = self.groups_to_join()
-        for group in self.joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        layer_watch(self.channel_layer).subscribe(self._on_layer_back)
+        try:
+            for group in self.joined:
+                await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # the layer is away: the watch calls _on_layer_back later
+            log.warning("could not join %s: %s", self.joined, exc)
+            self.layer_ok = False
+            await layer_watch(self.channel_layer).reported_failure()
         expiry = float(getattr(self.channel_layer, "group_expiry", 86400) or 86400)
         self.refresher = asyncio.create_task(self._refresh(max(1.0, expiry / 3)))
 
@@ -73,12 +124,16 @@ class _GroupConsumer(AsyncWebsocketConsumer):
                     log.exception("could not refresh membership of %s", group)
 
     async def disconnect(self, code: int) -> None:
+        layer_watch(self.channel_layer).unsubscribe(self._on_layer_back)
         refresher = getattr(self, "refresher", None)
         if refresher is not None:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
         for group in getattr(self, "joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception as exc:  # the layer is away; the membership expires there
+                log.warning("could not leave %s: %s", group, exc)
 
     async def refuse(self, code: int) -> None:
         await self.accept()
@@ -120,11 +175,20 @@ class SessionConsumer(_GroupConsumer):
 
     async def resnapshot(self) -> None:
         """Replace the page's transcript and status with a fresh snapshot, and follow it."""
-        self.live = LiveFilter(await get_run_manager().snapshot(self.session_id))
+        snap = await get_run_manager().snapshot(self.session_id)
+        snap.live = snap.live and self.layer_ok
+        self.live = LiveFilter(snap)
         await self.send(text_data=rendering.snapshot(self.session_id, self.live.snap))
 
     def groups_to_join(self) -> list[str]:
         return [session_group(self.session_id)]
+
+    async def layer_lost(self) -> None:
+        if getattr(self, "live", None) is not None:  # else the snapshot to come says so
+            await self.send(text_data=rendering.live_state(False))
+
+    async def layer_back(self) -> None:
+        await self.resnapshot()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -241,6 +305,12 @@ class MonitorConsumer(_GroupConsumer):
 
     def groups_to_join(self) -> list[str]:
         return [MONITOR_GROUP]
+
+    async def layer_back(self) -> None:
+        active, recent = await _monitor_runs()
+        self.active_ids = {row["request_id"] for row in active}
+        self.finished_ids = {row["request_id"] for row in recent}
+        await self.send(text_data=rendering.monitor_tables(active, recent))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:

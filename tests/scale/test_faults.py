@@ -1,0 +1,375 @@
+"""An operator's bad day, reproduced against real Daphne processes (issue: run hosting).
+
+Each test injects one fault (SIGKILL during a burst, a reap, a starved event loop,
+terminated database connections, Redis gone and back) and asserts what the user sees and
+what the database holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import (
+    ASSISTANT,
+    PASSWORD,
+    REPLY,
+    REPO_ROOT,
+    alogin,
+    chat_path,
+    poll,
+    process_env,
+    status_of,
+)
+
+HOST_STOPPED = "Interrupted: the server process hosting this run stopped."
+NOTICE = r'data-testid="run-notice" data-status="(?P<status>[^"]+)"[^>]*>(?P<text>[^<]*)<'
+PARTIAL = r'data-testid="partial-mark">(?P<text>[^<]*)<'
+USER = r'data-role="user" data-message-id="[^"]+">\s*<div class="bubble user">(?P<text>[^<]*)<'
+APPROVAL_EXTENSIONS = (
+    ("demo_tools", {"tools": ["calculator"]}),
+    ("tool_approval", {"tools": ["calculator"]}),
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(client: Any, *, after: int = 0) -> list[str]:
+    return [m["body"] for m in client.search_all(ASSISTANT, after=after)]
+
+
+# -- 1. SIGKILL during a burst of run starts (one Daphne, SQLite) -----------------------------
+
+
+SEED = """
+import json
+from django.contrib.auth import get_user_model
+from agents.models import AgentProfile, ChatSession
+user = get_user_model().objects.create_user("burst-alice", password={password!r})
+profile = AgentProfile.objects.create(
+    name="burst", slug="burst", provider="demo", model_name="demo",
+    provider_settings={{"delay": 0.05, "reply_words": 80}},
+)
+ids = [ChatSession.objects.create(owner=user, profile=profile).id for _ in range({count})]
+print(json.dumps(ids))
+"""
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+async def test_kill_during_a_burst_loses_no_message_a_tab_showed_as_sent(
+    daphne_cluster, scale_database, sockets, tmp_path
+):
+    count = 40
+    db_file = tmp_path / "burst.sqlite3"
+    env = {"DATABASE_URL": f"sqlite:///{db_file}", "REDIS_URL": None}
+    setup_env = process_env(scale_database, env)
+    _manage(setup_env, "migrate", "--noinput", "-v0")
+    seeded = _manage(setup_env, "shell", "-c", SEED.format(password=PASSWORD, count=count))
+    ids = json.loads(seeded.strip().splitlines()[-1])
+    [server] = daphne_cluster.start(1, env=env, names=("sqlite",))
+    cookie = await alogin(server.url, "burst-alice")
+    tabs = await asyncio.gather(
+        *(sockets(server, chat_path(sid), cookie, label=f"tab-{i}") for i, sid in enumerate(ids))
+    )
+    texts = [f"burst message number {i}" for i in range(count)]
+    await asyncio.gather(
+        *(tab.send(type="message", text=t) for tab, t in zip(tabs, texts, strict=True))
+    )
+
+    def shown_as_sent(tab: Any, text: str) -> bool:
+        replied = any(m["outcome"] == "accepted" for m in tab.search_all(REPLY))
+        return replied or any(m["text"] == text for m in tab.search_all(USER))
+
+    # Kill while the burst is being taken in: some tabs were told, others not yet.
+    await poll(
+        lambda: asyncio.sleep(
+            0, sum(shown_as_sent(t, x) for t, x in zip(tabs, texts, strict=True)) >= 5
+        ),
+        timeout=20,
+        interval=0.005,
+        what="the first tabs are told their message is sent",
+    )
+    server.kill()
+    shown = [
+        sid for sid, tab, text in zip(ids, tabs, texts, strict=True) if shown_as_sent(tab, text)
+    ]
+
+    with sqlite3.connect(db_file) as db:
+        stored = {
+            (session, content)
+            for session, content in db.execute(
+                "SELECT session_id, content FROM agents_message WHERE role = 'user'"
+            )
+        }
+    print(f"\n{len(shown)} of {count} tabs showed their message as sent before the kill")
+    assert shown, "the kill came before any tab was told anything"
+    lost = [sid for sid in shown if (sid, texts[ids.index(sid)]) not in stored]
+    assert lost == [], f"{len(lost)} messages shown as sent are not in the database"
+
+
+# -- 2. after a crash and the reap, the transcript shows the interrupted run -------------------
+
+
+async def test_a_reconnecting_tab_shows_the_interrupted_run_its_partial_answer_and_why(
+    daphne_cluster, rows, sockets
+):
+    a, b = daphne_cluster.start(2, names=("A", "B"))
+    owner = await rows.call(rows.create_user, "reap-alice")
+    profile = await rows.call(
+        rows.create_profile, "reap-slow", provider_settings={"delay": 0.1, "reply_words": 300}
+    )
+    [session_id] = await rows.call(rows.create_sessions, owner, profile)
+    cookie = await alogin(b.url, "reap-alice")
+    sender = await sockets(a, chat_path(session_id), cookie, label="chat@A")
+    await sender.send(type="message", text="tell me a long story")
+
+    async def checkpointed():
+        runs = await rows.call(rows.runs, session_id)
+        return runs and len(runs[0].partial_text.split()) >= 5 and runs[0]
+
+    run = await poll(checkpointed, timeout=20, what="the streaming answer is checkpointed")
+    assert a.hosts(run.host)
+    a.kill()
+
+    async def interrupted():
+        current = await rows.call(rows.run, run.request_id)
+        return current.status == "interrupted" and current
+
+    reaped = await poll(interrupted, timeout=15, what="B interrupts the run")
+    assert reaped.error == HOST_STOPPED and reaped.partial_text == ""
+
+    tab = await sockets(b, chat_path(session_id), cookie, label="reconnected@B")
+    snapshot = tab.frames[0]
+    [notice] = re.findall(NOTICE, snapshot)
+    assert notice[0] == "interrupted" and HOST_STOPPED in notice[1]
+    [answer] = _answers(tab)
+    assert re.search(PARTIAL, answer) and "interrupted" in re.search(PARTIAL, answer)["text"]
+
+    def assistant_rows(alias):
+        from agents.models import Message
+
+        return list(
+            Message.objects.using(alias)
+            .filter(session_id=session_id, role="assistant")
+            .values("content", "attributes", "include_in_messages")
+        )
+
+    stored = await rows.call(rows.execute, assistant_rows)
+    assert len(stored) == 1 and stored[0]["content"].startswith(run.partial_text)
+    assert stored[0]["attributes"] == {"partial": True, "stopped": "interrupted"}
+    assert stored[0]["include_in_messages"] is False
+    assert 'data-status="idle"' in snapshot  # the session is free for the next message
+
+    cursor = tab.mark()
+    await tab.send(type="message", text="are you there?")
+    _, reply = await tab.wait_search(REPLY, after=cursor)
+    assert (reply["outcome"], reply["action"]) == ("accepted", "message")
+    await tab.wait_search(r'hx-swap-oob="beforeend:#answer-', after=cursor)  # a new answer
+
+
+# -- 3. a starved event loop is not a dead host ------------------------------------------------
+
+
+async def test_a_host_whose_event_loop_is_starved_past_a_heartbeat_is_not_reaped(
+    daphne_cluster, rows, sockets
+):
+    starve = 5.0  # FAST_TIMINGS: heartbeat 0.5 s, stale after 3 s
+    env = {"ZETT_EXTENSIONS": "tests.scale.starving.LoopStarver"}
+    a, b = daphne_cluster.start(
+        2, names=("A", "B"), env={**env, "ZETT_TEST_STARVE_SECONDS": str(starve)}
+    )
+    owner = await rows.call(rows.create_user, "starve-alice")
+    profile = await rows.call(rows.create_profile, "starve", extensions=(("loop_starver", {}),))
+    [session_id] = await rows.call(rows.create_sessions, owner, profile)
+    cookie = await alogin(a.url, "starve-alice")
+    watcher = await sockets(b, chat_path(session_id), cookie, label="chat@B")
+    sender = await sockets(a, chat_path(session_id), cookie, label="chat@A")
+    started = time.monotonic()
+    await sender.send(type="message", text="hello")
+    await watcher.wait_for(
+        lambda f: (s := status_of(f)) and s["status"] in ("completed", "interrupted"),
+        timeout=starve + 15,
+    )
+    assert time.monotonic() - started >= starve  # the loop really was blocked that long
+    [run] = await rows.call(rows.runs, session_id)
+    assert (run.status, run.error) == ("completed", "")
+    assert a.hosts(run.host)
+    for member in (a, b):
+        assert "marked interrupted elsewhere" not in member.log(), member.log()
+        assert "lost its host lease" not in member.log(), member.log()
+
+
+# -- 4. PostgreSQL connections terminated mid-run ----------------------------------------------
+
+
+def _terminate_backends(alias: str) -> int:
+    from django.db import connections
+
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["one-process", "two-processes"])
+async def test_terminated_database_connections_end_no_run_and_no_chat(
+    daphne_cluster, rows, sockets, processes
+):
+    members = daphne_cluster.start(processes)
+    owner = await rows.call(rows.create_user, f"pgkill-alice-{processes}")
+    profile = await rows.call(
+        rows.create_profile,
+        f"pgkill-{processes}",
+        provider_settings={"delay": 0.05, "reply_words": 40},
+    )
+    chats = 4
+    session_ids = await rows.call(rows.create_sessions, owner, profile, chats)
+    cookie = await alogin(members[0].url, f"pgkill-alice-{processes}")
+    tabs = [
+        await sockets(members[i % processes], chat_path(sid), cookie, label=f"chat-{i}")
+        for i, sid in enumerate(session_ids)
+    ]
+    for tab in tabs:
+        await tab.send(type="message", text="count slowly")
+    for tab in tabs:
+        await tab.wait_search(r'hx-swap-oob="beforeend:#answer-')
+    terminated = await rows.call(rows.execute, _terminate_backends)
+    assert terminated >= processes  # each process held at least one connection
+    for tab in tabs:
+        await tab.wait_for(
+            lambda f: (s := status_of(f)) and s["status"] in ("completed", "failed", "interrupted"),
+            timeout=30,
+        )
+    for sid in session_ids:
+        [run] = await rows.call(rows.runs, sid)
+        assert (run.status, run.error) == ("completed", ""), (run.status, run.error)
+    # The first message after the fault gets its answer in every chat.
+    for tab in tabs:
+        cursor = tab.mark()
+        await tab.send(type="message", text="and again")
+        await tab.wait_for(
+            lambda f: (s := status_of(f)) and s["status"] == "completed", after=cursor, timeout=30
+        )
+        assert not tab.closed.is_set()
+    for member in members:
+        assert "Interrupted" not in member.log()
+
+
+# -- 5. Redis stopped for 5 s, then back --------------------------------------------------------
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, so stopping it touches nobody else."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_after_a_redis_outage_control_and_live_updates_come_back(
+    daphne_cluster, rows, sockets, private_redis
+):
+    a, b = daphne_cluster.start(2, names=("A", "B"), env={"REDIS_URL": private_redis.url})
+    owner = await rows.call(rows.create_user, "redis-alice")
+    profile = await rows.call(rows.create_profile, "redis-approval", extensions=APPROVAL_EXTENSIONS)
+    [session_id] = await rows.call(rows.create_sessions, owner, profile)
+    cookie = await alogin(b.url, "redis-alice")
+    sender = await sockets(a, chat_path(session_id), cookie, label="chat@A")
+    await sender.send(type="message", text="What is 6*7?")
+    await sender.wait_for(lambda f: (s := status_of(f)) and s["status"] == "waiting")
+    [run] = await rows.call(rows.runs, session_id)
+    assert a.hosts(run.host)
+
+    private_redis.stop()
+    await asyncio.sleep(1.0)
+    # A tab opened during the outage gets the stored chat and says live updates reconnect.
+    during = await sockets(b, chat_path(session_id), cookie, label="during@B")
+    assert 'data-live="0"' in during.frames[0]
+    assert 'data-status="waiting"' in during.frames[0]
+    await asyncio.sleep(4.0)
+    assert not during.closed.is_set()
+    private_redis.start()
+
+    # The tab catches up by itself once the layer is back ...
+    await during.wait_search(r'data-live="1"', timeout=15)
+    assert not during.closed.is_set()
+    # ... and a cancel sent through B reaches A, which hosted the run since before.
+    cursor = during.mark()
+    await during.send(type="cancel")
+    _, reply = await during.wait_search(REPLY, after=cursor, timeout=15)
+    assert reply["outcome"] == "accepted", reply["text"]
+    await during.wait_for(
+        lambda f: (s := status_of(f)) and s["status"] == "cancelled", after=cursor, timeout=15
+    )
+    stopped = await rows.call(rows.run, run.request_id)
+    assert (stopped.status, stopped.cancel_state) == ("cancelled", "stopped")

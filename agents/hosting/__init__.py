@@ -41,7 +41,7 @@ retried until the database is back, so no session stays "running".
 from .db import transcript_now as session_transcript
 from .layer_watch import layer_watch
 from .manager import RunManager, get_run_manager
-from .payloads import call_dict, message_dict, run_row
+from .payloads import call_dict, message_dict, run_row, run_row_of
 from .wire import (
     HOST_ID,
     MONITOR_GROUP,
@@ -69,6 +69,7 @@ __all__ = [
     "layer_watch",
     "message_dict",
     "run_row",
+    "run_row_of",
     "session_group",
     "session_transcript",
 ]

@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
+class LayerUnavailable(ConnectionError):
+    """The channel layer could not carry a control request (Redis away)."""
+
+
 class ControlBus:
     def __init__(self, layer: Any) -> None:
         self.layer = layer
@@ -51,26 +55,29 @@ class ControlBus:
     async def ask(
         self, session_id: str, body: dict[str, Any], timeout: float
     ) -> dict[str, Any] | None:
-        """The hosting process's reply, or None when none came within ``timeout``."""
+        """The hosting process's reply, or None when none came within ``timeout``.
+
+        Raises LayerUnavailable when the request could not even be sent.
+        """
         correlation = uuid.uuid4().hex
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._replies[correlation] = future
         try:
-            await self.layer.group_send(
-                control_group(session_id),
-                {
-                    "type": "control.request",
-                    "session_id": session_id,
-                    "reply_to": self.channel,
-                    "correlation": correlation,
-                    **body,
-                },
-            )
+            try:
+                await self.layer.group_send(
+                    control_group(session_id),
+                    {
+                        "type": "control.request",
+                        "session_id": session_id,
+                        "reply_to": self.channel,
+                        "correlation": correlation,
+                        **body,
+                    },
+                )
+            except Exception as exc:  # the layer is away: nobody can be asked
+                raise LayerUnavailable(str(exc)) from exc
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            return None
-        except Exception as exc:  # the layer is away: nobody can be asked
-            log.warning("could not reach the host of %s: %s", session_id, exc)
             return None
         finally:
             self._replies.pop(correlation, None)

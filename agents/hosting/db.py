@@ -31,7 +31,7 @@ from ..models import (
     SessionStatus,
 )
 from ..runtime.ids import new_uuid7
-from .payloads import message_dict, notice, run_row
+from .payloads import message_dict, notice, run_row_of
 from .wire import WORKER_CHANNEL
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -228,13 +228,8 @@ def request_cancel(run_pk: int) -> None:
 
 @db_hop
 def row_for(run: Run) -> dict[str, Any]:
-    return _row(Run.objects.select_related("session__owner", "session__profile").get(pk=run.pk))
-
-
-def _row(run: Run) -> dict[str, Any]:
-    session = run.session
-    return run_row(
-        run, owner=session.owner.get_username(), profile=session.profile.name, title=session.title
+    return run_row_of(
+        Run.objects.select_related("session__owner", "session__profile", "profile").get(pk=run.pk)
     )
 
 
@@ -315,7 +310,7 @@ def reap_now(own_host: str | None, cutoff: datetime) -> list[tuple[str, str, dic
         candidates = candidates.exclude(host=own_host)
     reaped = []
     now = timezone.now()
-    for run in candidates.select_related("session__owner", "session__profile"):
+    for run in candidates.select_related("session__owner", "session__profile", "profile"):
         error = (
             f"Interrupted: no worker picked this run up (is `manage.py runworker "
             f"{WORKER_CHANNEL}` running?)."
@@ -340,7 +335,7 @@ def reap_now(own_host: str | None, cutoff: datetime) -> list[tuple[str, str, dic
             )
         run.status, run.phase, run.error = RunStatus.INTERRUPTED, "failed", error
         run.current_tool, run.waiting_for, run.finished_at = "", [], now
-        reaped.append((run.request_id, run.session_id, _row(run)))
+        reaped.append((run.request_id, run.session_id, run_row_of(run)))
     Host.objects.filter(renewed_at__lt=cutoff - timedelta(days=1)).delete()
     return reaped
 

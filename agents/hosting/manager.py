@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 
 from ..profiles.cache import AgentCache
 from . import db, policy
-from .control_bus import ControlBus
+from .control_bus import ControlBus, LayerUnavailable
 from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
 from .run import HostedRun
@@ -286,7 +286,16 @@ class RunManager:
             "user_id": getattr(user, "pk", None),
             "username": _username(user),
         }
-        reply = await self.bus.ask(session_id, body, self.settings.control_timeout_seconds)
+        try:
+            reply = await self.bus.ask(session_id, body, self.settings.control_timeout_seconds)
+        except LayerUnavailable:
+            return ControlReply(
+                False,
+                "Live updates are reconnecting: the process hosting this run cannot be reached "
+                "right now. Try again in a moment.",
+                action,
+                active.request_id,
+            )
         if reply is None:
             return ControlReply(
                 False, "The process hosting this run did not answer.", action, active.request_id

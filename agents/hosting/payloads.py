@@ -98,3 +98,14 @@ def notice(run: Run) -> dict[str, Any]:
         "attributes": {},
         "tool_calls": [],
     }
+
+
+def run_row_of(run: Run) -> dict[str, Any]:
+    """run_row with the names from the run's session (select session__owner, __profile)."""
+    session = run.session
+    return run_row(
+        run,
+        owner=session.owner.get_username(),
+        profile=run.profile.name if run.profile_id and run.profile else session.profile.name,
+        title=str(session),
+    )

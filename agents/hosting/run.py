@@ -57,7 +57,7 @@ class HostedRun:
         self.owner = session.owner.get_username()
         self.owner_id: int = session.owner_id
         self.profile_name = session.profile.name
-        self.title = session.title
+        self.title = str(session)
         self.double_texting = session.profile.double_texting
         self._intake = intake
         self._settings = settings

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import db
+from .control_bus import LayerUnavailable
 from .run import HostedRun
 from .wire import Partial, Snapshot
 
@@ -38,10 +39,13 @@ async def build_snapshot(
     else:
         active = await db.active_run(session_id)
         if active is not None and live:
-            reply = await ask(session_id, {"action": "snapshot"}, timeout)
+            try:
+                reply = await ask(session_id, {"action": "snapshot"}, timeout)
+            except LayerUnavailable:
+                reply, live = None, False
+            # No reply (the host is busy, or re-joining after an outage): the stored
+            # transcript and the run's row still show, without the streaming answer.
             part = (reply or {}).get("snapshot")
-            if reply is None:
-                live = False
     messages = await db.transcript(session_id)
     snap = Snapshot(messages=messages, live=live)
     if part is not None:

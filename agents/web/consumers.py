@@ -31,6 +31,7 @@ CLOSE_NOT_FOUND = 4404
 
 _session_owner = database_sync_to_async(queries.session_owner)
 _monitor_runs = database_sync_to_async(queries.monitor_runs)
+_run_row = database_sync_to_async(queries.run_row_by_request)
 
 
 # Messages whose handlers need no connection clean-up first: group frames only render what
@@ -173,12 +174,21 @@ class SessionConsumer(_GroupConsumer):
         await self.join()
         await self.resnapshot()
 
-    async def resnapshot(self) -> None:
-        """Replace the page's transcript and status with a fresh snapshot, and follow it."""
+    async def resnapshot(self, following: str | None = None) -> None:
+        """Replace the page's transcript and status with a fresh snapshot, and follow it.
+
+        ``following``: the run the page was following; if it ended meanwhile, the page
+        also gets its final status (a snapshot shows only an active run's).
+        """
         snap = await get_run_manager().snapshot(self.session_id)
         snap.live = snap.live and self.layer_ok
         self.live = LiveFilter(snap)
-        await self.send(text_data=rendering.snapshot(self.session_id, self.live.snap))
+        html = rendering.snapshot(self.session_id, snap)
+        if following and (snap.run is None or snap.run["request_id"] != following):
+            row = await _run_row(following)
+            if row is not None:
+                html += rendering.run_status(self.session_id, row, oob=True)
+        await self.send(text_data=html)
 
     def groups_to_join(self) -> list[str]:
         return [session_group(self.session_id)]
@@ -235,7 +245,8 @@ class SessionConsumer(_GroupConsumer):
         kind = event.get("kind", "text")
         text = self.live.delta_text(request_id, iteration, kind, event)
         if text is None:  # a gap: a delta frame was lost on the way
-            await self.resnapshot()
+            log.info("a delta of run %s was lost; sending a fresh snapshot", request_id)
+            await self.resnapshot(request_id)
             return
         html = self._open(request_id, iteration)
         if text:

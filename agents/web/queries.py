@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hosting import run_row, session_transcript
+from ..hosting import run_row_of, session_transcript
 from ..models import ChatSession, Run, RunStatus
 
 RECENT_RUNS = 20
@@ -26,13 +26,12 @@ def transcript(session: ChatSession) -> list[dict[str, Any]]:
 
 def row(run: Run) -> dict[str, Any]:
     """A run's monitor row; expects session__owner, session__profile and profile selected."""
-    session = run.session
-    return run_row(
-        run,
-        owner=session.owner.get_username(),
-        profile=run.profile.name if run.profile else session.profile.name,
-        title=str(session),
-    )
+    return run_row_of(run)
+
+
+def run_row_by_request(request_id: str) -> dict[str, Any] | None:
+    run = runs_with_names().filter(request_id=request_id).first()
+    return row(run) if run is not None else None
 
 
 def runs_with_names() -> Any:

@@ -531,3 +531,54 @@ async def test_steer_frame_reaches_the_active_run_and_shows_the_steering_message
     rest = await chat.until(lambda frame: 'data-status="completed"' in frame)
     steering = [f for f in rest if 'data-role="user"' in f and "shorter please" in f]
     assert len(steering) == 1
+
+
+# -- streaming loss is detected: every delta carries where it starts -----------------------------
+
+
+async def test_a_lost_delta_makes_the_page_take_a_fresh_snapshot_and_a_repeat_is_trimmed(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+    pausing: Any,
+) -> None:
+    answer = "one two three four five six seven eight nine ten"
+    model = pausing(answer, 3)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="count")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    shown = ""
+    while shown != "one two three ":
+        shown += "".join(text for _, text in DELTA.findall(await socket.next()))
+    snap = await manager.snapshot(session.id)
+    assert snap.partial is not None and snap.partial.text == shown
+    group = session_group(session.id)
+    frame = {
+        "type": "run.delta", "request_id": snap.run["request_id"], "kind": "text", "iteration": 1,
+    }  # fmt: skip
+    # A repeat of text the bubble shows, overlapping into new text: only the new part is shown.
+    await channel_layer.group_send(
+        group, {**frame, "seq": snap.seq + 1, "first_seq": snap.seq + 1, "offset": 8,
+                "text": "three FOUR "},
+    )  # fmt: skip
+    [(_, added)] = DELTA.findall(await socket.next())
+    assert added == "FOUR "
+    # A delta that starts past what the page shows: one was lost, so the page is replaced
+    # by a snapshot, whose bubble holds exactly the answer so far (a prefix of the final one).
+    await channel_layer.group_send(
+        group, {**frame, "seq": snap.seq + 3, "first_seq": snap.seq + 3, "offset": 40,
+                "text": "nine "},
+    )  # fmt: skip
+    fresh = await socket.next()
+    assert 'data-snapshot="1"' in fresh
+    [(_, bubble)] = STREAM_TEXT.findall(fresh)
+    assert html.unescape(bubble) == shown and "FOUR" not in fresh
+    model.resume.set()
+    rest = await socket.until(lambda f: 'data-status="completed"' in f)
+    assert shown + "".join(text for f in rest for _, text in DELTA.findall(f)) == answer

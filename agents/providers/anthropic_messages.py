@@ -40,6 +40,7 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments
 
 try:
@@ -179,14 +180,14 @@ class AnthropicMessagesModel:
         base_url: str | None = None,
         api_key_env: str = "ANTHROPIC_API_KEY",
         timeout: float = 60.0,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int = 2,
         max_tokens: int = 4096,
         temperature: float | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("AnthropicMessagesModel needs a model name")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        check_limits(timeout=timeout, deadline=deadline)
         if max_retries < 0:
             raise ValueError("max_retries cannot be negative")
         if max_tokens < 1:
@@ -194,7 +195,8 @@ class AnthropicMessagesModel:
         self.model = model
         self.base_url = base_url.rstrip("/") if base_url else None
         self.api_key_env = api_key_env
-        self.timeout = timeout
+        self.timeout = timeout  # seconds without a data event before the call fails
+        self.deadline = deadline  # seconds the whole call may take, retries included
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -243,6 +245,13 @@ class AnthropicMessagesModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         key = self._api_key()
         body = self.request_body(request)
+        clock = CallClock(
+            provider=PROVIDER,
+            where=self.where,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            max_retries=self.max_retries,
+        )
         # A client per call: its pool belongs to the running loop, and closing it
         # guarantees the HTTP stream is closed on cancellation.
         client = anthropic.AsyncAnthropic(
@@ -253,14 +262,16 @@ class AnthropicMessagesModel:
         )
         async with client:
             try:
-                events = await client.messages.create(**body)
+                events = await clock.request(client.messages.create(**body))
             except anthropic.AnthropicError as exc:
                 raise self._translate(exc, key, streaming=False) from exc
-            async with events, aclosing(self._events(events, key)) as converted:
+            async with events, aclosing(self._events(events, key, clock)) as converted:
                 async for event in converted:
                     yield event
 
-    async def _events(self, events: Any, key: str) -> AsyncGenerator[ModelEvent, None]:
+    async def _events(
+        self, events: Any, key: str, clock: CallClock
+    ) -> AsyncGenerator[ModelEvent, None]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[_PartialCall] = []
@@ -271,7 +282,7 @@ class AnthropicMessagesModel:
         iterator = events.__aiter__()
         while True:
             try:
-                event = await iterator.__anext__()
+                event = await clock.next(iterator)
             except StopAsyncIteration:
                 break
             except anthropic.AnthropicError as exc:

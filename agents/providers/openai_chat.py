@@ -40,6 +40,7 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments, encode_arguments
 
 try:
@@ -138,6 +139,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout: float = 60.0,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int = 2,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -145,14 +147,14 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("OpenAIChatModel needs a model name")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        check_limits(timeout=timeout, deadline=deadline)
         if max_retries < 0:
             raise ValueError("max_retries cannot be negative")
         self.model = model
         self.base_url = base_url.rstrip("/") if base_url else None
         self.api_key_env = api_key_env
-        self.timeout = timeout
+        self.timeout = timeout  # seconds without a data event before the call fails
+        self.deadline = deadline  # seconds the whole call may take, retries included
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -211,6 +213,13 @@ class OpenAIChatModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         key = self._api_key()
         body = self.request_body(request)
+        clock = CallClock(
+            provider=PROVIDER,
+            where=self.where,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            max_retries=self.max_retries,
+        )
         # A client per call: its connection pool belongs to the running event loop, and
         # closing it guarantees the HTTP stream is closed on cancellation.
         client = openai.AsyncOpenAI(
@@ -222,14 +231,16 @@ class OpenAIChatModel:
         )
         async with client:
             try:
-                chunks = await client.chat.completions.create(**body)
+                chunks = await clock.request(client.chat.completions.create(**body))
             except openai.OpenAIError as exc:
                 raise self._translate(exc, key, streaming=False) from exc
-            async with chunks, aclosing(self._events(chunks, key)) as events:
+            async with chunks, aclosing(self._events(chunks, key, clock)) as events:
                 async for event in events:
                     yield event
 
-    async def _events(self, chunks: Any, key: str) -> AsyncGenerator[ModelEvent, None]:
+    async def _events(
+        self, chunks: Any, key: str, clock: CallClock
+    ) -> AsyncGenerator[ModelEvent, None]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, _PartialCall] = {}
@@ -238,7 +249,7 @@ class OpenAIChatModel:
         iterator = chunks.__aiter__()
         while True:
             try:
-                chunk = await iterator.__anext__()
+                chunk = await clock.next(iterator)
             except StopAsyncIteration:
                 break
             except openai.OpenAIError as exc:

@@ -4,7 +4,8 @@ The server runs in threads (stdlib ``http.server``), records every request it re
 answers each with the next scripted ``Reply``: a JSON body, or SSE frames sent one chunk at a
 time with HTTP/1.1 chunked encoding. A streamed reply then either finishes properly, drops
 (the socket is shut without the final chunk, as when a proxy or the server dies mid-answer)
-or stalls until the client goes away (which the server notices and reports).
+or stalls until the client goes away (which the server notices and reports), or keeps
+sending one frame at an interval until the client goes away (keep-alives, a trickle).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class Reply:
     json: Any = None  # a complete JSON body (when there are no events)
     events: list[bytes] = field(default_factory=list)  # SSE frames, one chunk each
     headers: dict[str, str] = field(default_factory=dict)
-    end: Literal["finish", "drop", "stall"] = "finish"  # how a streamed reply ends
+    end: Literal["finish", "drop", "stall", "repeat"] = "finish"  # how a streamed reply ends
+    repeat: bytes = b": keep-alive\n\n"  # with end="repeat": sent again and again
+    every: float = 0.05  # with end="repeat": seconds between two repeats
     stall_before_headers: bool = False  # say nothing at all until the client gives up
 
 
@@ -56,6 +59,7 @@ class FakeServer:
         self.replies: deque[Reply] = deque()
         self.release = threading.Event()  # set at teardown: stalled handlers return
         self.client_disconnected = threading.Event()  # a stalled handler saw the client leave
+        self.repeats_sent = 0  # frames a reply with end="repeat" has sent so far
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(
@@ -143,8 +147,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         if reply.end == "drop":
             self.connection.shutdown(socket.SHUT_RDWR)
+        elif reply.end == "repeat":
+            self._repeat_until_client_leaves(reply)
         else:
             self._wait_for_client_to_leave()
+
+    def _repeat_until_client_leaves(self, reply: Reply) -> None:
+        fake = self.server.fake
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(reply.repeat), reply.repeat))
+                self.wfile.flush()
+            except OSError:
+                fake.client_disconnected.set()
+                return
+            fake.repeats_sent += 1
+            if self._client_left(reply.every):
+                fake.client_disconnected.set()
+                return
+            if fake.release.is_set():
+                return
+
+    def _client_left(self, within: float) -> bool:
+        readable, _, _ = select.select([self.connection], [], [], within)
+        if not readable:
+            return False
+        try:
+            return not self.connection.recv(4096)
+        except OSError:
+            return True
 
     def _wait_for_client_to_leave(self) -> None:
         fake = self.server.fake

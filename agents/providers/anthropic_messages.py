@@ -30,7 +30,7 @@ from ..runtime.messages import (
     ToolMessage,
     UserMessage,
 )
-from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, ToolCallDelta
+from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ToolCallDelta
 from ..runtime.tools import ServerToolDefinition, ToolDefinition
 from .errors import (
     ProviderError,
@@ -42,6 +42,7 @@ from .errors import (
 )
 from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments
+from .usage import AnthropicUsageTally
 
 try:
     import anthropic
@@ -161,15 +162,6 @@ class _PartialCall:
         return ToolCall(id=self.id, name=self.name, arguments=arguments)
 
 
-def _input_tokens(usage: Any) -> int:
-    # Cached prompt tokens are counted separately; together they are the input.
-    return (
-        (getattr(usage, "input_tokens", 0) or 0)
-        + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
-        + (getattr(usage, "cache_read_input_tokens", 0) or 0)
-    )
-
-
 class AnthropicMessagesModel:
     """An Anthropic Messages model; the API key is read from ``api_key_env`` on every call."""
 
@@ -277,7 +269,7 @@ class AnthropicMessagesModel:
         calls: list[_PartialCall] = []
         call_index: dict[int, int] = {}  # content block index -> position in calls
         stop_reason: str | None = None
-        input_tokens = output_tokens = 0
+        tally = AnthropicUsageTally()
         stopped = False
         iterator = events.__aiter__()
         while True:
@@ -297,10 +289,7 @@ class AnthropicMessagesModel:
                 ) from exc
             kind = getattr(event, "type", None)
             if kind == "message_start":
-                usage = getattr(event.message, "usage", None)
-                if usage is not None:
-                    input_tokens = _input_tokens(usage)
-                    output_tokens = getattr(usage, "output_tokens", 0) or 0
+                tally.update(getattr(event.message, "usage", None))
             elif kind == "content_block_start":
                 block = event.content_block
                 if block.type == "text" and block.text:
@@ -333,11 +322,7 @@ class AnthropicMessagesModel:
             elif kind == "message_delta":
                 if event.delta.stop_reason:
                     stop_reason = event.delta.stop_reason
-                usage = event.usage
-                if usage is not None:
-                    output_tokens = usage.output_tokens or output_tokens
-                    if getattr(usage, "input_tokens", None) is not None:
-                        input_tokens = _input_tokens(usage)
+                tally.update(getattr(event, "usage", None))
             elif kind == "message_stop":
                 stopped = True
         if not stopped:
@@ -348,9 +333,8 @@ class AnthropicMessagesModel:
             tool_calls=tuple(partial.call() for partial in calls),
             reasoning="".join(reasoning) or None,
         )
-        usage_total = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
         yield ModelEvent.completed(
-            ModelResponse(message=message, finish_reason=reason, usage=usage_total)
+            ModelResponse(message=message, finish_reason=reason, usage=tally.usage())
         )
 
     def _translate(self, exc: Exception, key: str, *, streaming: bool) -> ProviderError:

@@ -42,6 +42,7 @@ from .errors import (
 )
 from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments, encode_arguments
+from .usage import openai_usage
 
 try:
     import openai
@@ -255,10 +256,9 @@ class OpenAIChatModel:
             except openai.OpenAIError as exc:
                 raise self._translate(exc, key, streaming=True) from exc
             if chunk.usage is not None:
-                usage = ModelUsage(
-                    input_tokens=chunk.usage.prompt_tokens or 0,
-                    output_tokens=chunk.usage.completion_tokens or 0,
-                )
+                # With include_usage the last chunk carries it; some servers repeat it on
+                # every chunk, cumulatively, so the latest report wins.
+                usage = openai_usage(chunk.usage)
             for choice in chunk.choices or ():
                 if choice.index != 0:
                     continue  # we never ask for n > 1

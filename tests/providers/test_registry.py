@@ -23,7 +23,7 @@ from agents.providers.registry import (
 from agents.providers.scripted import ScriptedModel
 from agents.runtime import ModelRequest, UserMessage
 
-from .conftest import collect, completed
+from .streams import collect, completed
 
 
 def test_catalog_lists_the_four_providers_with_their_settings_models() -> None:

@@ -13,18 +13,13 @@ import pytest
 from agents.providers.errors import ProviderError
 from agents.runtime import ModelRequest, UserMessage
 
-from .adapters import ADAPTERS, ANTHROPIC, Adapter
-from .conftest import FakeServer, Reply, collect, sse, texts
+from .adapters import ANTHROPIC, Adapter
+from .loopback import FakeServer, Reply
+from .streams import collect, texts
+from .wire import sse
 
 HELLO = ModelRequest(messages=(UserMessage("Say hello"),))
 KEEP_ALIVE = b": keep-alive\n\n"
-
-
-@pytest.fixture(params=ADAPTERS, ids=lambda adapter: adapter.name)
-def adapter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Adapter:
-    chosen: Adapter = request.param
-    monkeypatch.setenv(chosen.key_env, "sk-test-0123456789")
-    return chosen
 
 
 async def _consume(model: object, seen: list[str]) -> None:
@@ -72,7 +67,7 @@ async def test_keep_alives_after_part_of_an_answer_time_out_and_keep_the_part(
 async def test_anthropic_pings_alone_do_not_keep_a_call_alive(
     fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(ANTHROPIC.key_env, "sk-test-0123456789")
+    monkeypatch.setenv(ANTHROPIC.key_env, ANTHROPIC.key)
     ping = sse({"type": "ping"}, "ping")
     fake_server.script(Reply(events=ANTHROPIC.opening("Hel"), end="repeat", repeat=ping))
     seen: list[str] = []

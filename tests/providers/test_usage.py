@@ -16,16 +16,9 @@ from agents.providers.openai_chat import OpenAIChatModel
 from agents.providers.usage import AnthropicUsageTally, openai_usage
 from agents.runtime import ModelRequest, ModelUsage, UserMessage
 
-from .conftest import (
-    FakeServer,
-    Reply,
-    anthropic_message_start,
-    anthropic_text_block,
-    collect,
-    completed,
-    openai_chunk,
-    sse,
-)
+from .loopback import FakeServer, Reply
+from .streams import collect, completed
+from .wire import anthropic_message_start, anthropic_text_block, openai_chunk, sse
 
 HELLO = ModelRequest(messages=(UserMessage("Summarise the attached manual."),))
 

@@ -32,6 +32,7 @@ from ..runtime.messages import (
 )
 from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ToolCallDelta
 from ..runtime.tools import ServerToolDefinition, ToolDefinition
+from .clients import LoopClients
 from .errors import (
     ProviderError,
     connection_error,
@@ -192,6 +193,7 @@ class AnthropicMessagesModel:
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self._clients = LoopClients(self._client)  # reused by the calls of each event loop
 
     @property
     def where(self) -> str:
@@ -244,22 +246,24 @@ class AnthropicMessagesModel:
             deadline=self.deadline,
             max_retries=self.max_retries,
         )
-        # A client per call: its pool belongs to the running loop, and closing it
-        # guarantees the HTTP stream is closed on cancellation.
-        client = anthropic.AsyncAnthropic(
+        # Closing the response (``async with events``) on any exit, cancellation included,
+        # closes its HTTP connection; the shared client itself stays open for the next call.
+        client = await self._clients.get(key)
+        try:
+            events = await clock.request(client.messages.create(**body))
+        except anthropic.AnthropicError as exc:
+            raise self._translate(exc, key, streaming=False) from exc
+        async with events, aclosing(self._events(events, key, clock)) as converted:
+            async for event in converted:
+                yield event
+
+    def _client(self, key: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
             api_key=key,
             base_url=self.base_url or DEFAULT_BASE_URL,
             timeout=self.timeout,
             max_retries=self.max_retries,
         )
-        async with client:
-            try:
-                events = await clock.request(client.messages.create(**body))
-            except anthropic.AnthropicError as exc:
-                raise self._translate(exc, key, streaming=False) from exc
-            async with events, aclosing(self._events(events, key, clock)) as converted:
-                async for event in converted:
-                    yield event
 
     async def _events(
         self, events: Any, key: str, clock: CallClock

@@ -32,6 +32,7 @@ from ..runtime.messages import (
 )
 from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, ToolCallDelta
 from ..runtime.tools import ToolDefinition
+from .clients import LoopClients
 from .errors import (
     ProviderError,
     connection_error,
@@ -160,6 +161,7 @@ class OpenAIChatModel:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_headers = dict(extra_headers or {})
+        self._clients = LoopClients(self._client)  # reused by the calls of each event loop
 
     @property
     def where(self) -> str:
@@ -221,23 +223,25 @@ class OpenAIChatModel:
             deadline=self.deadline,
             max_retries=self.max_retries,
         )
-        # A client per call: its connection pool belongs to the running event loop, and
-        # closing it guarantees the HTTP stream is closed on cancellation.
-        client = openai.AsyncOpenAI(
+        # Closing the response (``async with chunks``) on any exit, cancellation included,
+        # closes its HTTP connection; the shared client itself stays open for the next call.
+        client = await self._clients.get(key)
+        try:
+            chunks = await clock.request(client.chat.completions.create(**body))
+        except openai.OpenAIError as exc:
+            raise self._translate(exc, key, streaming=False) from exc
+        async with chunks, aclosing(self._events(chunks, key, clock)) as events:
+            async for event in events:
+                yield event
+
+    def _client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
             api_key=key,
             base_url=self.base_url or DEFAULT_BASE_URL,
             timeout=self.timeout,
             max_retries=self.max_retries,
             default_headers=self.extra_headers or None,
         )
-        async with client:
-            try:
-                chunks = await clock.request(client.chat.completions.create(**body))
-            except openai.OpenAIError as exc:
-                raise self._translate(exc, key, streaming=False) from exc
-            async with chunks, aclosing(self._events(chunks, key, clock)) as events:
-                async for event in events:
-                    yield event
 
     async def _events(
         self, chunks: Any, key: str, clock: CallClock

@@ -43,6 +43,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names
     body: Any  # the decoded JSON body
+    client_port: int  # the client's end of the connection: equal ports, one reused connection
 
 
 class FakeServer:
@@ -54,6 +55,10 @@ class FakeServer:
         self.release = threading.Event()  # set at teardown: stalled handlers return
         self.client_disconnected = threading.Event()  # a stalled handler saw the client leave
         self.repeats_sent = 0  # frames a reply with end="repeat" has sent so far
+        self.closed_by_client: list[int] = []  # client ports of connections the client closed
+        self.connection_closed = threading.Event()  # set whenever the client closes one
+        self._open: set[socket.socket] = set()  # connections a handler is still serving
+        self._open_lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(
@@ -74,6 +79,14 @@ class FakeServer:
     def stop(self) -> None:
         self.release.set()
         self._httpd.shutdown()
+        with self._open_lock:
+            # Clients may pool idle connections until their event loop ends; shut them
+            # here so the handler threads return now rather than at their read timeout.
+            for connection in self._open:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._httpd.server_close()  # joins the handler threads
         self._thread.join(5)
 
@@ -101,6 +114,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def handle(self) -> None:
+        fake = self.server.fake
+        with fake._open_lock:
+            fake._open.add(self.connection)
+        try:
+            super().handle()
+        finally:
+            with fake._open_lock:
+                fake._open.discard(self.connection)
+        # An empty request line is the client's end of file (a read timeout leaves the last).
+        if getattr(self, "raw_requestline", None) == b"" and not fake.release.is_set():
+            fake.closed_by_client.append(self.client_address[1])
+            fake.connection_closed.set()
+
     def do_POST(self) -> None:
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -110,6 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
                 path=self.path,
                 headers={name.lower(): value for name, value in self.headers.items()},
                 body=json.loads(raw) if raw else None,
+                client_port=self.client_address[1],
             )
         )
         reply = fake._next_reply()

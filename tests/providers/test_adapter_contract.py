@@ -302,3 +302,45 @@ async def test_closing_a_stream_early_closes_the_http_connection(
 
     assert first.delta == "Thinking"
     assert await asyncio.to_thread(fake_server.client_disconnected.wait, 5)
+
+
+async def test_calls_on_one_event_loop_reuse_one_connection(
+    adapter: Adapter, fake_server: FakeServer
+) -> None:
+    fake_server.script(adapter.answer("first"), adapter.answer("second"))
+    model = adapter.model(fake_server)
+
+    await collect(model, HELLO)
+    await collect(model, HELLO)
+
+    first, second = fake_server.requests
+    assert first.client_port == second.client_port  # no new connection, no new handshake
+
+
+async def test_concurrent_calls_on_one_event_loop_share_the_client(
+    adapter: Adapter, fake_server: FakeServer
+) -> None:
+    fake_server.script(adapter.answer("same"), adapter.answer("same"))
+    model = adapter.model(fake_server)
+
+    answers = await asyncio.gather(collect(model, HELLO), collect(model, HELLO))
+
+    assert [completed(events).message.content for events in answers] == ["same", "same"]
+
+
+def test_each_event_loop_gets_its_own_client_closed_when_that_loop_ends(
+    adapter: Adapter, fake_server: FakeServer
+) -> None:
+    fake_server.script(adapter.answer("one loop"), adapter.answer("another loop"))
+    model = adapter.model(fake_server)
+
+    asyncio.run(collect(model, HELLO))
+
+    first = fake_server.requests[0].client_port
+    # Bounded wait for the server's thread; an unclosed client would hold the connection.
+    assert fake_server.connection_closed.wait(2)
+    assert fake_server.closed_by_client == [first]
+
+    asyncio.run(collect(model, HELLO))
+
+    assert fake_server.requests[1].client_port != first

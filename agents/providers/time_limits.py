@@ -63,14 +63,17 @@ class CallClock:
         self._max_retries = max_retries
         started = self._loop.time()
         self._deadline_at = started + deadline
-        self._idle_at = started + timeout
+        self._idle_at = started + timeout  # restarted when the stream opens and on each item
 
     async def request(self, opening: Awaitable[_Item]) -> _Item:
         """Await the opening of the stream (retries included); only the deadline applies.
 
-        The SDK's own timeout covers a server that sends no headers at all.
+        The SDK's own timeout covers a server that sends no headers at all. The idle timer
+        starts once the stream is open, so time spent in retries is not counted as silence.
         """
-        return await self._bounded(opening, self._deadline_at)
+        stream = await self._bounded(opening, self._deadline_at)
+        self._idle_at = self._loop.time() + self._timeout
+        return stream
 
     async def next(self, items: AsyncIterator[_Item]) -> _Item:
         """The next stream item, ``StopAsyncIteration`` at the end, ProviderError on a limit."""

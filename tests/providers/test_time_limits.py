@@ -120,6 +120,22 @@ async def test_the_deadline_includes_the_sdks_retries(
     assert time.monotonic() - started < 2
 
 
+async def test_retries_longer_than_the_timeout_are_not_counted_as_silence(
+    adapter: Adapter, fake_server: FakeServer
+) -> None:
+    wait = {"retry-after-ms": "700"}
+    fake_server.script(
+        adapter.error(429, "Slow down.", type="rate_limit_error", headers=wait),
+        adapter.answer("Fine."),
+    )
+    model = adapter.model(fake_server, timeout=0.5, deadline=30, max_retries=1)
+
+    events = await collect(model, HELLO)
+
+    assert texts(events) == ["Fine."]
+    assert len(fake_server.requests) == 2
+
+
 async def test_keep_alives_between_data_events_do_no_harm(
     adapter: Adapter, fake_server: FakeServer
 ) -> None:

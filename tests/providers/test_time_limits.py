@@ -116,7 +116,8 @@ async def test_the_deadline_includes_the_sdks_retries(
 
     assert caught.value.kind == "timeout"
     assert "the deadline for one model call" in str(caught.value)
-    assert len(fake_server.requests) == 2  # the third attempt would start after the deadline
+    # Without the deadline all four attempts would run (over 2 s) and end as a server error.
+    assert len(fake_server.requests) < 4
     assert time.monotonic() - started < 2
 
 

@@ -30,8 +30,9 @@ from ..runtime.messages import (
     ToolMessage,
     UserMessage,
 )
-from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, ToolCallDelta
+from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ToolCallDelta
 from ..runtime.tools import ServerToolDefinition, ToolDefinition
+from .clients import LoopClients
 from .errors import (
     ProviderError,
     connection_error,
@@ -40,7 +41,9 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments
+from .usage import AnthropicUsageTally
 
 try:
     import anthropic
@@ -160,15 +163,6 @@ class _PartialCall:
         return ToolCall(id=self.id, name=self.name, arguments=arguments)
 
 
-def _input_tokens(usage: Any) -> int:
-    # Cached prompt tokens are counted separately; together they are the input.
-    return (
-        (getattr(usage, "input_tokens", 0) or 0)
-        + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
-        + (getattr(usage, "cache_read_input_tokens", 0) or 0)
-    )
-
-
 class AnthropicMessagesModel:
     """An Anthropic Messages model; the API key is read from ``api_key_env`` on every call."""
 
@@ -179,14 +173,14 @@ class AnthropicMessagesModel:
         base_url: str | None = None,
         api_key_env: str = "ANTHROPIC_API_KEY",
         timeout: float = 60.0,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int = 2,
         max_tokens: int = 4096,
         temperature: float | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("AnthropicMessagesModel needs a model name")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        check_limits(timeout=timeout, deadline=deadline)
         if max_retries < 0:
             raise ValueError("max_retries cannot be negative")
         if max_tokens < 1:
@@ -194,10 +188,12 @@ class AnthropicMessagesModel:
         self.model = model
         self.base_url = base_url.rstrip("/") if base_url else None
         self.api_key_env = api_key_env
-        self.timeout = timeout
+        self.timeout = timeout  # seconds without a data event before the call fails
+        self.deadline = deadline  # seconds the whole call may take, retries included
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self._clients = LoopClients(self._client)  # reused by the calls of each event loop
 
     @property
     def where(self) -> str:
@@ -243,35 +239,46 @@ class AnthropicMessagesModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         key = self._api_key()
         body = self.request_body(request)
-        # A client per call: its pool belongs to the running loop, and closing it
-        # guarantees the HTTP stream is closed on cancellation.
-        client = anthropic.AsyncAnthropic(
+        clock = CallClock(
+            provider=PROVIDER,
+            where=self.where,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            max_retries=self.max_retries,
+        )
+        # Closing the response (``async with events``) on any exit, cancellation included,
+        # closes its HTTP connection; the shared client itself stays open for the next call.
+        client = await self._clients.get(key)
+        try:
+            events = await clock.request(client.messages.create(**body))
+        except anthropic.AnthropicError as exc:
+            raise self._translate(exc, key, streaming=False) from exc
+        async with events, aclosing(self._events(events, key, clock)) as converted:
+            async for event in converted:
+                yield event
+
+    def _client(self, key: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
             api_key=key,
             base_url=self.base_url or DEFAULT_BASE_URL,
             timeout=self.timeout,
             max_retries=self.max_retries,
         )
-        async with client:
-            try:
-                events = await client.messages.create(**body)
-            except anthropic.AnthropicError as exc:
-                raise self._translate(exc, key, streaming=False) from exc
-            async with events, aclosing(self._events(events, key)) as converted:
-                async for event in converted:
-                    yield event
 
-    async def _events(self, events: Any, key: str) -> AsyncGenerator[ModelEvent, None]:
+    async def _events(
+        self, events: Any, key: str, clock: CallClock
+    ) -> AsyncGenerator[ModelEvent, None]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[_PartialCall] = []
         call_index: dict[int, int] = {}  # content block index -> position in calls
         stop_reason: str | None = None
-        input_tokens = output_tokens = 0
+        tally = AnthropicUsageTally()
         stopped = False
         iterator = events.__aiter__()
         while True:
             try:
-                event = await iterator.__anext__()
+                event = await clock.next(iterator)
             except StopAsyncIteration:
                 break
             except anthropic.AnthropicError as exc:
@@ -286,10 +293,7 @@ class AnthropicMessagesModel:
                 ) from exc
             kind = getattr(event, "type", None)
             if kind == "message_start":
-                usage = getattr(event.message, "usage", None)
-                if usage is not None:
-                    input_tokens = _input_tokens(usage)
-                    output_tokens = getattr(usage, "output_tokens", 0) or 0
+                tally.update(getattr(event.message, "usage", None))
             elif kind == "content_block_start":
                 block = event.content_block
                 if block.type == "text" and block.text:
@@ -322,11 +326,7 @@ class AnthropicMessagesModel:
             elif kind == "message_delta":
                 if event.delta.stop_reason:
                     stop_reason = event.delta.stop_reason
-                usage = event.usage
-                if usage is not None:
-                    output_tokens = usage.output_tokens or output_tokens
-                    if getattr(usage, "input_tokens", None) is not None:
-                        input_tokens = _input_tokens(usage)
+                tally.update(getattr(event, "usage", None))
             elif kind == "message_stop":
                 stopped = True
         if not stopped:
@@ -337,9 +337,8 @@ class AnthropicMessagesModel:
             tool_calls=tuple(partial.call() for partial in calls),
             reasoning="".join(reasoning) or None,
         )
-        usage_total = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
         yield ModelEvent.completed(
-            ModelResponse(message=message, finish_reason=reason, usage=usage_total)
+            ModelResponse(message=message, finish_reason=reason, usage=tally.usage())
         )
 
     def _translate(self, exc: Exception, key: str, *, streaming: bool) -> ProviderError:

@@ -152,8 +152,9 @@ def timeout_error(
     """The ProviderError for a request (or a stream) that went silent for ``timeout`` seconds."""
     if streaming:
         text = (
-            f"{where} stopped sending the answer: no data for {timeout:g} s. Raise the timeout "
-            "setting if the model is slow, or try again."
+            f"{where} stopped sending the answer: no data for {timeout:g} s (keep-alive "
+            "messages do not count). Raise the timeout setting if the model is slow, or try "
+            "again."
         )
     else:
         text = (

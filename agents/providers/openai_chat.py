@@ -32,6 +32,7 @@ from ..runtime.messages import (
 )
 from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, ToolCallDelta
 from ..runtime.tools import ToolDefinition
+from .clients import LoopClients
 from .errors import (
     ProviderError,
     connection_error,
@@ -40,7 +41,9 @@ from .errors import (
     status_error,
     timeout_error,
 )
+from .time_limits import DEFAULT_DEADLINE, CallClock, check_limits
 from .tool_arguments import decode_arguments, encode_arguments
+from .usage import openai_usage
 
 try:
     import openai
@@ -138,6 +141,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout: float = 60.0,
+        deadline: float = DEFAULT_DEADLINE,
         max_retries: int = 2,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -145,18 +149,19 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("OpenAIChatModel needs a model name")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        check_limits(timeout=timeout, deadline=deadline)
         if max_retries < 0:
             raise ValueError("max_retries cannot be negative")
         self.model = model
         self.base_url = base_url.rstrip("/") if base_url else None
         self.api_key_env = api_key_env
-        self.timeout = timeout
+        self.timeout = timeout  # seconds without a data event before the call fails
+        self.deadline = deadline  # seconds the whole call may take, retries included
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_headers = dict(extra_headers or {})
+        self._clients = LoopClients(self._client)  # reused by the calls of each event loop
 
     @property
     def where(self) -> str:
@@ -211,25 +216,36 @@ class OpenAIChatModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         key = self._api_key()
         body = self.request_body(request)
-        # A client per call: its connection pool belongs to the running event loop, and
-        # closing it guarantees the HTTP stream is closed on cancellation.
-        client = openai.AsyncOpenAI(
+        clock = CallClock(
+            provider=PROVIDER,
+            where=self.where,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            max_retries=self.max_retries,
+        )
+        # Closing the response (``async with chunks``) on any exit, cancellation included,
+        # closes its HTTP connection; the shared client itself stays open for the next call.
+        client = await self._clients.get(key)
+        try:
+            chunks = await clock.request(client.chat.completions.create(**body))
+        except openai.OpenAIError as exc:
+            raise self._translate(exc, key, streaming=False) from exc
+        async with chunks, aclosing(self._events(chunks, key, clock)) as events:
+            async for event in events:
+                yield event
+
+    def _client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
             api_key=key,
             base_url=self.base_url or DEFAULT_BASE_URL,
             timeout=self.timeout,
             max_retries=self.max_retries,
             default_headers=self.extra_headers or None,
         )
-        async with client:
-            try:
-                chunks = await client.chat.completions.create(**body)
-            except openai.OpenAIError as exc:
-                raise self._translate(exc, key, streaming=False) from exc
-            async with chunks, aclosing(self._events(chunks, key)) as events:
-                async for event in events:
-                    yield event
 
-    async def _events(self, chunks: Any, key: str) -> AsyncGenerator[ModelEvent, None]:
+    async def _events(
+        self, chunks: Any, key: str, clock: CallClock
+    ) -> AsyncGenerator[ModelEvent, None]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, _PartialCall] = {}
@@ -238,16 +254,15 @@ class OpenAIChatModel:
         iterator = chunks.__aiter__()
         while True:
             try:
-                chunk = await iterator.__anext__()
+                chunk = await clock.next(iterator)
             except StopAsyncIteration:
                 break
             except openai.OpenAIError as exc:
                 raise self._translate(exc, key, streaming=True) from exc
             if chunk.usage is not None:
-                usage = ModelUsage(
-                    input_tokens=chunk.usage.prompt_tokens or 0,
-                    output_tokens=chunk.usage.completion_tokens or 0,
-                )
+                # With include_usage the last chunk carries it; some servers repeat it on
+                # every chunk, cumulatively, so the latest report wins.
+                usage = openai_usage(chunk.usage)
             for choice in chunk.choices or ():
                 if choice.index != 0:
                     continue  # we never ask for n > 1

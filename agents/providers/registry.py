@@ -10,21 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from ..runtime.model import AgentModel
 from ..runtime.tools import describe_validation
+from .time_limits import DEFAULT_DEADLINE, check_limits
 
 # The names environment variables may have in a shell (and nothing that could be a key).
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 
+_TIMEOUT_HELP = "Seconds to wait for the next data event (keep-alives do not count)."
+_DEADLINE_HELP = "Seconds one model call may take in all, retries included."
+
+
 class _Settings(BaseModel):
     # A misspelt setting must fail loudly rather than be ignored.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _RemoteSettings(_Settings):
+    """Settings every SDK-backed provider shares."""
+
+    @model_validator(mode="after")
+    def _deadline_allows_one_wait(self) -> Self:
+        check_limits(timeout=self.timeout, deadline=self.deadline)  # type: ignore[attr-defined]
+        return self
 
 
 class DemoSettings(_Settings):
@@ -46,7 +60,7 @@ class ScriptedSettings(_Settings):
     repeat_last: bool = Field(False, description="Keep giving the last answer once all are used.")
 
 
-class OpenAISettings(_Settings):
+class OpenAISettings(_RemoteSettings):
     """OpenAI or any server speaking its Chat Completions API (vLLM, llama.cpp, Ollama)."""
 
     base_url: HttpUrl | None = Field(
@@ -57,14 +71,15 @@ class OpenAISettings(_Settings):
         pattern=ENV_VAR_PATTERN,
         description="The environment variable holding the API key (never the key itself).",
     )
-    timeout: float = Field(60.0, gt=0, le=3600, description="Seconds to wait for data.")
+    timeout: float = Field(60.0, gt=0, le=3600, description=_TIMEOUT_HELP)
+    deadline: float = Field(DEFAULT_DEADLINE, gt=0, le=86_400, description=_DEADLINE_HELP)
     max_retries: int = Field(2, ge=0, le=10)
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
     extra_headers: dict[str, str] = Field(default_factory=dict)
 
 
-class AnthropicSettings(_Settings):
+class AnthropicSettings(_RemoteSettings):
     """Anthropic's Messages API."""
 
     base_url: HttpUrl | None = Field(None, description="Leave empty for api.anthropic.com.")
@@ -73,7 +88,8 @@ class AnthropicSettings(_Settings):
         pattern=ENV_VAR_PATTERN,
         description="The environment variable holding the API key (never the key itself).",
     )
-    timeout: float = Field(60.0, gt=0, le=3600, description="Seconds to wait for data.")
+    timeout: float = Field(60.0, gt=0, le=3600, description=_TIMEOUT_HELP)
+    deadline: float = Field(DEFAULT_DEADLINE, gt=0, le=86_400, description=_DEADLINE_HELP)
     max_retries: int = Field(2, ge=0, le=10)
     max_tokens: int = Field(4096, ge=1)
     temperature: float | None = Field(None, ge=0, le=1)
@@ -119,6 +135,7 @@ def _openai(model_name: str, settings: OpenAISettings) -> AgentModel:
         base_url=_url(settings.base_url),
         api_key_env=settings.api_key_env,
         timeout=settings.timeout,
+        deadline=settings.deadline,
         max_retries=settings.max_retries,
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
@@ -134,6 +151,7 @@ def _anthropic(model_name: str, settings: AnthropicSettings) -> AgentModel:
         base_url=_url(settings.base_url),
         api_key_env=settings.api_key_env,
         timeout=settings.timeout,
+        deadline=settings.deadline,
         max_retries=settings.max_retries,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,

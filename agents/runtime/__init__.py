@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import Agent, MaxIterationsExceeded
 from .context import AgentRunContext
-from .errors import AgentProtocolError
+from .errors import AgentProtocolError, ModelCallError
 from .events import (
     AgentEvent,
     AgentEventType,
@@ -77,6 +77,7 @@ __all__ = [
     "MaxIterationsExceeded",
     "MessageAppendedEvent",
     "MessageTiming",
+    "ModelCallError",
     "ModelEvent",
     "ModelRequest",
     "ModelResponse",

@@ -1,9 +1,9 @@
-"""AnthropicMessagesModel against a loopback server speaking Messages SSE, via the real SDK."""
+"""What only the Messages wire does (conversion, its error events), via the real SDK.
+
+The behaviour every adapter shares is in test_adapter_contract.py.
+"""
 
 from __future__ import annotations
-
-import asyncio
-import time
 
 import pytest
 
@@ -20,21 +20,14 @@ from agents.runtime import (
     UserMessage,
 )
 
-from .conftest import (
-    FakeServer,
-    Reply,
-    anthropic_error,
-    anthropic_message_end,
+from .loopback import FakeServer, Reply
+from .streams import collect, completed
+from .wire import (
     anthropic_message_start,
     anthropic_stream,
     anthropic_text_block,
-    anthropic_thinking_block,
     anthropic_tool_block,
-    collect,
-    completed,
-    free_port,
     sse,
-    texts,
 )
 
 KEY = "sk-ant-test-secret-0123456789"
@@ -49,30 +42,6 @@ def model_for(server: FakeServer, **options: object) -> AnthropicMessagesModel:
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-
-
-async def test_streamed_text_arrives_as_deltas_then_one_completed_response(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(anthropic_stream(anthropic_text_block(0, "Hel", "lo, ", "world.")))
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    assert texts(events) == ["Hel", "lo, ", "world."]
-    response = completed(events)
-    assert response.message.content == "Hello, world."
-    assert response.message.tool_calls == ()
-    assert response.finish_reason == "stop"
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (25, 9)
-
-
-async def test_cached_prompt_tokens_count_as_input(fake_server: FakeServer) -> None:
-    frames = [anthropic_message_start(5, cache_read=100), *anthropic_text_block(0, "Hi")]
-    fake_server.script(Reply(events=frames + anthropic_message_end("end_turn", 3)))
-
-    response = completed(await collect(model_for(fake_server), HELLO))
-
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (105, 3)
 
 
 async def test_request_carries_system_prompt_turns_tool_results_and_tools(
@@ -160,26 +129,6 @@ async def test_request_carries_system_prompt_turns_tool_results_and_tools(
     ]
 
 
-async def test_tool_use_input_split_across_deltas_is_assembled(fake_server: FakeServer) -> None:
-    fake_server.script(
-        anthropic_stream(
-            anthropic_tool_block(0, "toolu_1", "calculator", '{"expre', 'ssion": "6', ' * 7"}'),
-            stop_reason="tool_use",
-        )
-    )
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    deltas = [event.tool_call_delta for event in events if event.kind == "tool_call"]
-    assert (deltas[0].index, deltas[0].id, deltas[0].name) == (0, "toolu_1", "calculator")
-    assert "".join(d.arguments for d in deltas) == '{"expression": "6 * 7"}'
-    response = completed(events)
-    assert response.message.tool_calls == (
-        ToolCall("toolu_1", "calculator", {"expression": "6 * 7"}),
-    )
-    assert response.finish_reason == "tool_calls"
-
-
 async def test_two_tool_calls_after_text_are_numbered_in_order(fake_server: FakeServer) -> None:
     fake_server.script(
         anthropic_stream(
@@ -202,149 +151,12 @@ async def test_two_tool_calls_after_text_are_numbered_in_order(fake_server: Fake
     )
 
 
-async def test_thinking_streams_as_reasoning_deltas(fake_server: FakeServer) -> None:
-    fake_server.script(
-        anthropic_stream(
-            anthropic_thinking_block(0, "The user wants ", "a greeting."),
-            anthropic_text_block(1, "Hello!"),
-        )
-    )
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    assert [e.delta for e in events if e.kind == "reasoning"] == ["The user wants ", "a greeting."]
-    response = completed(events)
-    assert response.message.reasoning == "The user wants a greeting."
-    assert response.message.content == "Hello!"
-
-
 async def test_max_tokens_stop_is_reported_as_length(fake_server: FakeServer) -> None:
     fake_server.script(anthropic_stream(anthropic_text_block(0, "Cut"), stop_reason="max_tokens"))
 
     response = completed(await collect(model_for(fake_server), HELLO))
 
     assert response.finish_reason == "length"
-
-
-async def test_anthropic_without_a_key_is_a_config_error_naming_the_variable() -> None:
-    model = AnthropicMessagesModel("claude-test", api_key_env="MY_ANTHROPIC_KEY")
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model, HELLO)
-
-    assert caught.value.kind == "config"
-    assert "MY_ANTHROPIC_KEY" in str(caught.value)
-
-
-async def test_rejected_key_is_an_auth_error_that_does_not_reveal_the_key(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(
-        anthropic_error(401, f"invalid x-api-key {KEY}", type="authentication_error")
-    )
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, max_retries=2), HELLO)
-
-    error = caught.value
-    assert (error.kind, error.status, error.provider, error.retryable) == (
-        "auth",
-        401,
-        "anthropic",
-        False,
-    )
-    assert "ANTHROPIC_API_KEY" in str(error)
-    assert fake_server.url in str(error)
-    assert KEY not in str(error)
-    assert len(fake_server.requests) == 1
-
-
-async def test_unknown_model_is_a_not_found_error_naming_the_model(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(anthropic_error(404, "model: claude-test", type="not_found_error"))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server), HELLO)
-
-    assert (caught.value.kind, caught.value.status) == ("not_found", 404)
-    assert "'claude-test'" in str(caught.value)
-
-
-async def test_rate_limit_is_retried_with_the_servers_wait_then_reported(
-    fake_server: FakeServer,
-) -> None:
-    limited = {"retry-after-ms": "1"}
-    fake_server.script(
-        anthropic_error(429, "Rate limited.", type="rate_limit_error", headers=limited),
-        anthropic_error(429, "Rate limited.", type="rate_limit_error", headers=limited),
-    )
-    started = time.monotonic()
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, max_retries=1), HELLO)
-
-    elapsed = time.monotonic() - started
-    assert (caught.value.kind, caught.value.status, caught.value.retryable) == (
-        "rate_limited",
-        429,
-        True,
-    )
-    assert "Rate limited." in str(caught.value)
-    assert len(fake_server.requests) == 2
-    assert fake_server.requests[1].headers["x-stainless-retry-count"] == "1"
-    # The SDK's own first backoff is at least 0.375 s; 1 ms means it honoured the header.
-    assert elapsed < 0.35
-
-
-async def test_a_server_that_never_answers_times_out(fake_server: FakeServer) -> None:
-    fake_server.script(Reply(stall_before_headers=True))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, timeout=0.5), HELLO)
-
-    assert caught.value.kind == "timeout"
-    assert "0.5 s" in str(caught.value)
-
-
-async def test_a_stream_that_goes_silent_mid_answer_times_out(fake_server: FakeServer) -> None:
-    frames = [anthropic_message_start(), *anthropic_text_block(0, "Hel")]
-    fake_server.script(Reply(events=frames, end="stall"))
-    seen: list[str] = []
-
-    with pytest.raises(ProviderError) as caught:
-        async for event in model_for(fake_server, timeout=0.5).stream(HELLO):
-            seen.append(event.delta)
-
-    assert seen == ["Hel"]
-    assert caught.value.kind == "timeout"
-
-
-async def test_a_stream_dropped_mid_answer_is_reported_as_dropped(
-    fake_server: FakeServer,
-) -> None:
-    frames = [anthropic_message_start(), *anthropic_text_block(0, "One ", "two ")[:-1]]
-    fake_server.script(Reply(events=frames, end="drop"))
-    seen: list[str] = []
-
-    with pytest.raises(ProviderError) as caught:
-        async for event in model_for(fake_server).stream(HELLO):
-            seen.append(event.delta)
-
-    assert seen == ["One ", "two "]
-    assert caught.value.kind == "stream_dropped"
-    assert "dropped in the middle of the answer" in str(caught.value)
-
-
-async def test_a_stream_that_ends_without_message_stop_is_incomplete(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(Reply(events=[anthropic_message_start(), *anthropic_text_block(0, "Half")]))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server), HELLO)
-
-    assert caught.value.kind == "stream_dropped"
 
 
 async def test_an_error_event_inside_the_stream_is_a_retryable_provider_error(
@@ -364,45 +176,3 @@ async def test_an_error_event_inside_the_stream_is_a_retryable_provider_error(
     assert (error.kind, error.retryable, error.provider) == ("server", True, "anthropic")
     assert "overloaded_error" in str(error)
     assert "Overloaded" in str(error)
-
-
-async def test_an_unreachable_server_is_a_connection_error() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    model = AnthropicMessagesModel("claude-test", base_url=url, max_retries=0, timeout=2)
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model, HELLO)
-
-    assert caught.value.kind == "connection"
-    assert url in str(caught.value)
-
-
-async def test_closing_a_stream_early_closes_the_http_connection(fake_server: FakeServer) -> None:
-    frames = [anthropic_message_start(), *anthropic_text_block(0, "Thinking")[:2]]
-    fake_server.script(Reply(events=frames, end="stall"))
-    stream = model_for(fake_server, timeout=30).stream(HELLO)
-
-    first = await asyncio.wait_for(anext(stream), 5)
-    await stream.aclose()
-
-    assert first.delta == "Thinking"
-    assert await asyncio.to_thread(fake_server.client_disconnected.wait, 5)
-
-
-async def test_cancelling_a_stream_closes_the_http_connection(fake_server: FakeServer) -> None:
-    frames = [anthropic_message_start(), *anthropic_text_block(0, "Thinking")[:2]]
-    fake_server.script(Reply(events=frames, end="stall"))
-    first_delta = asyncio.Event()
-
-    async def consume() -> None:
-        async for event in model_for(fake_server, timeout=30).stream(HELLO):
-            if event.kind == "text":
-                first_delta.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(first_delta.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-    assert await asyncio.to_thread(fake_server.client_disconnected.wait, 5)

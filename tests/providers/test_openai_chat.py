@@ -1,9 +1,9 @@
-"""OpenAIChatModel against a loopback server speaking Chat Completions SSE, via the real SDK."""
+"""What only the Chat Completions wire does (conversion, raw arguments, an agent turn).
+
+The behaviour every adapter shares is in test_adapter_contract.py; these run the real SDK.
+"""
 
 from __future__ import annotations
-
-import asyncio
-import time
 
 import pytest
 
@@ -22,19 +22,14 @@ from agents.runtime import (
     UserMessage,
 )
 
-from .conftest import (
-    FakeServer,
-    Reply,
-    collect,
-    completed,
-    free_port,
+from .loopback import FakeServer, Reply
+from .streams import collect, completed
+from .wire import (
     openai_chunk,
-    openai_error,
     openai_stream,
     openai_text,
     openai_tool_delta,
     sse,
-    texts,
 )
 
 KEY = "sk-test-secret-0123456789"
@@ -49,21 +44,6 @@ def model_for(server: FakeServer, **options: object) -> OpenAIChatModel:
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-
-
-async def test_streamed_text_arrives_as_deltas_then_one_completed_response(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(openai_text("Hel", "lo, ", "world."))
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    assert texts(events) == ["Hel", "lo, ", "world."]
-    response = completed(events)
-    assert response.message.content == "Hello, world."
-    assert response.message.tool_calls == ()
-    assert response.finish_reason == "stop"
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (11, 7)
 
 
 async def test_request_carries_the_converted_conversation_and_tools(
@@ -135,31 +115,6 @@ async def test_request_carries_the_converted_conversation_and_tools(
     ]
 
 
-async def test_tool_call_arguments_split_across_chunks_are_assembled(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(
-        openai_stream(
-            openai_tool_delta(0, id="call_1", name="calculator"),
-            openai_tool_delta(0, arguments='{"expre'),
-            openai_tool_delta(0, arguments='ssion": "6'),
-            openai_tool_delta(0, arguments=' * 7"}'),
-            finish_reason="tool_calls",
-        )
-    )
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    deltas = [event.tool_call_delta for event in events if event.kind == "tool_call"]
-    assert [(d.index, d.id, d.name) for d in deltas][0] == (0, "call_1", "calculator")
-    assert "".join(d.arguments for d in deltas) == '{"expression": "6 * 7"}'
-    response = completed(events)
-    assert response.message.tool_calls == (
-        ToolCall("call_1", "calculator", {"expression": "6 * 7"}),
-    )
-    assert response.finish_reason == "tool_calls"
-
-
 async def test_two_tool_calls_in_one_answer_keep_their_order_and_ids(
     fake_server: FakeServer,
 ) -> None:
@@ -201,217 +156,12 @@ async def test_arguments_that_are_not_json_are_kept_raw_and_sent_back_unchanged(
     assert entry["tool_calls"][0]["function"]["arguments"] == '{"expression": 6 *'
 
 
-async def test_reasoning_content_streams_as_reasoning_deltas(fake_server: FakeServer) -> None:
-    fake_server.script(
-        openai_stream(
-            {"reasoning_content": "The user wants "},
-            {"reasoning_content": "a greeting."},
-            {"content": "Hello!"},
-        )
-    )
-
-    events = await collect(model_for(fake_server), HELLO)
-
-    assert [e.delta for e in events if e.kind == "reasoning"] == ["The user wants ", "a greeting."]
-    response = completed(events)
-    assert response.message.reasoning == "The user wants a greeting."
-    assert response.message.content == "Hello!"
-
-
 async def test_usage_is_zero_when_the_server_reports_none(fake_server: FakeServer) -> None:
     fake_server.script(openai_text("Hi", usage=None))
 
     response = completed(await collect(model_for(fake_server), HELLO))
 
     assert (response.usage.input_tokens, response.usage.output_tokens) == (0, 0)
-
-
-async def test_self_hosted_server_without_a_key_gets_a_placeholder(
-    fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
-    fake_server.script(openai_text("Hi"))
-
-    await collect(model_for(fake_server), HELLO)
-
-    assert fake_server.requests[0].headers["authorization"] == "Bearer not-needed"
-
-
-async def test_key_is_read_from_the_named_variable_at_call_time(
-    fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    model = model_for(fake_server, api_key_env="VLLM_TOKEN")
-    monkeypatch.setenv("VLLM_TOKEN", "first")
-    fake_server.script(openai_text("a"), openai_text("b"))
-
-    await collect(model, HELLO)
-    monkeypatch.setenv("VLLM_TOKEN", "second")
-    await collect(model, HELLO)
-
-    assert [r.headers["authorization"] for r in fake_server.requests] == [
-        "Bearer first",
-        "Bearer second",
-    ]
-
-
-async def test_openai_without_a_key_is_a_config_error_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
-    model = OpenAIChatModel("gpt-4o-mini", api_key_env="OPENAI_API_KEY")
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model, HELLO)
-
-    assert caught.value.kind == "config"
-    assert "OPENAI_API_KEY" in str(caught.value)
-    assert caught.value.retryable is False
-
-
-async def test_rejected_key_is_an_auth_error_that_does_not_reveal_the_key(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(
-        openai_error(401, f"Incorrect API key provided: {KEY}.", code="invalid_api_key")
-    )
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, max_retries=2), HELLO)
-
-    error = caught.value
-    assert (error.kind, error.status, error.provider, error.retryable) == (
-        "auth",
-        401,
-        "openai",
-        False,
-    )
-    message = str(error)
-    assert f"{fake_server.url}/v1" in message
-    assert "OPENAI_API_KEY" in message
-    assert KEY not in message
-    assert KEY[:12] not in message
-    assert len(fake_server.requests) == 1  # a wrong key is not retried
-
-
-async def test_unknown_model_is_a_not_found_error_naming_the_model(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(
-        openai_error(404, "The model `test-model` does not exist.", code="model_not_found")
-    )
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server), HELLO)
-
-    assert caught.value.kind == "not_found"
-    assert caught.value.status == 404
-    assert "'test-model'" in str(caught.value)
-    assert "does not exist" in str(caught.value)
-
-
-async def test_rate_limit_is_retried_with_the_servers_wait_then_reported(
-    fake_server: FakeServer,
-) -> None:
-    limited = {"retry-after-ms": "1"}
-    fake_server.script(
-        openai_error(429, "Slow down.", type="rate_limit_error", headers=limited),
-        openai_error(429, "Slow down.", type="rate_limit_error", headers=limited),
-    )
-    started = time.monotonic()
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, max_retries=1), HELLO)
-
-    elapsed = time.monotonic() - started
-    assert caught.value.kind == "rate_limited"
-    assert caught.value.status == 429
-    assert caught.value.retryable is True
-    assert "1 retry" in str(caught.value)
-    assert len(fake_server.requests) == 2
-    assert fake_server.requests[1].headers["x-stainless-retry-count"] == "1"
-    # The SDK's own first backoff is at least 0.375 s; 1 ms means it honoured the header.
-    assert elapsed < 0.35
-
-
-async def test_rate_limit_followed_by_success_answers_normally(fake_server: FakeServer) -> None:
-    fake_server.script(
-        openai_error(429, "Slow down.", headers={"retry-after-ms": "1"}), openai_text("Fine.")
-    )
-
-    response = completed(await collect(model_for(fake_server, max_retries=1), HELLO))
-
-    assert response.message.content == "Fine."
-    assert len(fake_server.requests) == 2
-
-
-async def test_server_errors_are_retried_then_reported(fake_server: FakeServer) -> None:
-    failing = {"retry-after-ms": "1"}
-    fake_server.script(
-        openai_error(503, "Overloaded.", type="server_error", headers=failing),
-        openai_error(503, "Overloaded.", type="server_error", headers=failing),
-    )
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, max_retries=1), HELLO)
-
-    assert (caught.value.kind, caught.value.status, caught.value.retryable) == ("server", 503, True)
-    assert len(fake_server.requests) == 2
-
-
-async def test_a_server_that_never_answers_times_out(fake_server: FakeServer) -> None:
-    fake_server.script(Reply(stall_before_headers=True))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server, timeout=0.5), HELLO)
-
-    assert caught.value.kind == "timeout"
-    assert "0.5 s" in str(caught.value)
-    assert caught.value.retryable is True
-
-
-async def test_a_stream_that_goes_silent_mid_answer_times_out(fake_server: FakeServer) -> None:
-    fake_server.script(Reply(events=[sse(openai_chunk({"content": "Hel"}))], end="stall"))
-    seen: list[str] = []
-
-    with pytest.raises(ProviderError) as caught:
-        async for event in model_for(fake_server, timeout=0.5).stream(HELLO):
-            seen.append(event.delta)
-
-    assert seen == ["Hel"]
-    assert caught.value.kind == "timeout"
-    assert "stopped sending" in str(caught.value)
-
-
-async def test_a_stream_dropped_mid_answer_is_reported_as_dropped(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(
-        Reply(
-            events=[sse(openai_chunk({"content": piece})) for piece in ("One ", "two ")],
-            end="drop",
-        )
-    )
-    seen: list[str] = []
-
-    with pytest.raises(ProviderError) as caught:
-        async for event in model_for(fake_server).stream(HELLO):
-            seen.append(event.delta)
-
-    assert seen == ["One ", "two "]
-    assert caught.value.kind == "stream_dropped"
-    assert "dropped in the middle of the answer" in str(caught.value)
-    assert caught.value.retryable is True
-
-
-async def test_a_stream_that_ends_without_a_finish_reason_is_incomplete(
-    fake_server: FakeServer,
-) -> None:
-    fake_server.script(Reply(events=[sse(openai_chunk({"content": "Half"}))]))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model_for(fake_server), HELLO)
-
-    assert caught.value.kind == "stream_dropped"
 
 
 async def test_an_error_object_inside_the_stream_is_a_server_error(
@@ -431,46 +181,6 @@ async def test_an_error_object_inside_the_stream_is_a_server_error(
 
     assert caught.value.kind == "server"
     assert "the model crashed" in str(caught.value)
-
-
-async def test_an_unreachable_server_is_a_connection_error() -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    model = OpenAIChatModel("test-model", base_url=url, max_retries=0, timeout=2)
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(model, HELLO)
-
-    assert caught.value.kind == "connection"
-    assert url in str(caught.value)
-
-
-async def test_cancelling_a_stream_closes_the_http_connection(fake_server: FakeServer) -> None:
-    fake_server.script(Reply(events=[sse(openai_chunk({"content": "Thinking"}))], end="stall"))
-    first_delta = asyncio.Event()
-
-    async def consume() -> None:
-        async for event in model_for(fake_server, timeout=30).stream(HELLO):
-            if event.kind == "text":
-                first_delta.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(first_delta.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-    assert await asyncio.to_thread(fake_server.client_disconnected.wait, 5)
-
-
-async def test_closing_a_stream_early_closes_the_http_connection(fake_server: FakeServer) -> None:
-    fake_server.script(Reply(events=[sse(openai_chunk({"content": "Thinking"}))], end="stall"))
-    stream = model_for(fake_server, timeout=30).stream(HELLO)
-
-    first = await asyncio.wait_for(anext(stream), 5)
-    await stream.aclose()
-
-    assert first.delta == "Thinking"
-    assert await asyncio.to_thread(fake_server.client_disconnected.wait, 5)
 
 
 async def test_agent_runs_a_tool_calling_turn_against_the_server(

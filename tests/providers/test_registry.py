@@ -23,7 +23,7 @@ from agents.providers.registry import (
 from agents.providers.scripted import ScriptedModel
 from agents.runtime import ModelRequest, UserMessage
 
-from .conftest import collect, completed
+from .streams import collect, completed
 
 
 def test_catalog_lists_the_four_providers_with_their_settings_models() -> None:
@@ -92,6 +92,34 @@ def test_anthropic_defaults_apply_when_settings_are_empty() -> None:
         "ANTHROPIC_API_KEY",
         4096,
     )
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_every_remote_model_call_has_a_ten_minute_deadline_by_default(provider: str) -> None:
+    model = build_model(provider, "some-model", {})
+
+    assert (model.timeout, model.deadline) == (60, 600)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_deadline_setting_reaches_the_model(provider: str) -> None:
+    model = build_model(provider, "some-model", {"timeout": 4, "deadline": 90})
+
+    assert (model.timeout, model.deadline) == (4, 90)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_deadline_shorter_than_the_timeout_is_rejected(provider: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"deadline \(30 s\) must be at least the timeout \(60 s\)"
+    ):
+        build_model(provider, "some-model", {"deadline": 30})
+
+
+@pytest.mark.parametrize("deadline", [0, -1, 86_401])
+def test_the_deadline_is_bounded(deadline: float) -> None:
+    with pytest.raises(ValueError, match="deadline: Input should be"):
+        build_model("openai", "some-model", {"deadline": deadline})
 
 
 def test_unknown_provider_is_a_value_error_listing_the_known_ones() -> None:

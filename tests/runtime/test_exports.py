@@ -45,6 +45,7 @@ DOCUMENTED = {
     "tool",
     "ToolResult",
     "AgentProtocolError",
+    "ModelCallError",
     "InMemoryMessageAccumulator",
 }
 

@@ -373,3 +373,130 @@ async def test_after_a_redis_outage_control_and_live_updates_come_back(
     )
     stopped = await rows.call(rows.run, run.request_id)
     assert (stopped.status, stopped.cancel_state) == ("cancelled", "stopped")
+
+
+# -- 7. a provider that sends only keep-alive comments ------------------------------------------
+
+
+class KeepAliveOnly:
+    """A Chat Completions endpoint that answers 200 and then sends only SSE comments."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        stop = self.stop = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    while not stop.wait(0.2):
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client gave up, as it should
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_provider_sending_only_keep_alives_fails_the_run_with_a_timeout(
+    daphne_cluster, rows, sockets
+):
+    provider = KeepAliveOnly()
+    try:
+        [server] = daphne_cluster.start(1)
+        owner = await rows.call(rows.create_user, "keepalive-alice")
+        profile = await rows.call(
+            rows.create_profile,
+            "keepalive",
+            provider="openai",
+            model_name="fake-model",
+            provider_settings={"base_url": provider.url, "max_retries": 0, "timeout": 2},
+        )
+        [session_id] = await rows.call(rows.create_sessions, owner, profile)
+        cookie = await alogin(server.url, "keepalive-alice")
+        chat = await sockets(server, chat_path(session_id), cookie)
+        started = time.monotonic()
+        await chat.send(type="message", text="hello?")
+        index, _ = await chat.wait_for(
+            lambda f: (s := status_of(f)) and s["status"] == "failed", timeout=20
+        )
+        elapsed = time.monotonic() - started
+        assert elapsed < 10, f"the idle timeout of 2 s took {elapsed:.1f} s"
+        [run] = await rows.call(rows.runs, session_id)
+        assert run.status == "failed" and "2" in run.error, run.error
+        assert re.search(NOTICE, "".join(chat.frames[index - 1 : index + 1]))
+    finally:
+        provider.close()
+
+
+# -- 6. streaming over Redis while tabs reconnect -----------------------------------------------
+
+STREAM_TEXT = r'data-testid="streaming-text">(?P<text>[^<]*)</span>'
+DELTA_TEXT = r'hx-swap-oob="beforeend:#answer-[^"]*">(?P<text>[^<]*)</span>'
+
+
+def _bubble_texts(frames: list[str]) -> list[str]:
+    """What the page's streaming bubble showed, per snapshot: its text plus later deltas."""
+    import html
+
+    shown: list[str] = []
+    for frame in frames:
+        if 'data-snapshot="1"' in frame:
+            found = re.search(STREAM_TEXT, frame)
+            shown.append(html.unescape(found["text"]) if found else "")
+        elif shown:
+            shown[-1] += "".join(html.unescape(m) for m in re.findall(DELTA_TEXT, frame))
+    return shown
+
+
+async def test_over_redis_with_tabs_reconnecting_every_bubble_is_a_prefix_of_the_answer(
+    daphne_cluster, rows, sockets
+):
+    a, b = daphne_cluster.start(2, names=("A", "B"))
+    owner = await rows.call(rows.create_user, "prefix-alice")
+    profile = await rows.call(
+        rows.create_profile, "prefix", provider_settings={"delay": 0.01, "reply_words": 150}
+    )
+    session_ids = await rows.call(rows.create_sessions, owner, profile, 4)
+    cookie = await alogin(a.url, "prefix-alice")
+    senders = [await sockets(a, chat_path(sid), cookie) for sid in session_ids]
+    for sender in senders:
+        await sender.send(type="message", text="a long answer please")
+    observed: dict[str, list[str]] = {sid: [] for sid in session_ids}
+    for _ in range(6):  # tabs on B open, watch a little and close, mid-stream
+        tabs = [await sockets(b, chat_path(sid), cookie) for sid in session_ids]
+        await asyncio.sleep(0.3)
+        for sid, tab in zip(session_ids, tabs, strict=True):
+            await tab.close()
+            observed[sid] += _bubble_texts(tab.frames)
+    for sender in senders:
+        await sender.wait_for(lambda f: (s := status_of(f)) and s["status"] == "completed")
+    checked = 0
+    for sid in session_ids:
+        [answer] = [
+            m["content"] for m in await rows.call(rows.messages, sid) if m["role"] == "assistant"
+        ]
+        for shown in observed[sid]:
+            assert answer.startswith(shown), (shown[-80:], answer[: len(shown)][-80:])
+            checked += bool(shown)
+    assert checked, "no tab saw the answer streaming"

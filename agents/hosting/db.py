@@ -351,3 +351,9 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
             host=host_id, request_id__in=request_ids, status__in=RunStatus.active()
         ).values_list("request_id", flat=True)
     )
+
+
+@db_hop
+def save_partial(run_pk: int, text: str) -> None:
+    """Checkpoint a run's streaming answer (only while the run is active)."""
+    Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)

@@ -79,7 +79,8 @@ class HostedRun:
         self.stopped_by = ""  # who cancelled it
         self.task: asyncio.Task[None] | None = None
         self.sender: asyncio.Task[None] | None = None
-        self._partial_saved_at = 0.0
+        self._partial_saved_at = time.monotonic()
+        self._partial_writer: asyncio.Task[None] | None = None
 
     def row(self) -> dict[str, Any]:
         return run_row(self.run, owner=self.owner, profile=self.profile_name, title=self.title)
@@ -148,16 +149,28 @@ class HostedRun:
             AgentEventType.TEXT_DELTA,
             AgentEventType.REASONING_DELTA,
         ):
-            # The streaming answer is checkpointed now and then, so a run whose process
-            # dies still shows what it had said.
-            now = time.monotonic()
-            if now - self._partial_saved_at >= self._settings.checkpoint_seconds:
-                self._partial_saved_at = now
-                self.run.partial_text = projection.partial[0]
-                step.fields.add("partial_text")
-                step.checkpoint = True
+            self._checkpoint_partial()
         if step.checkpoint:
             await db.checkpoint(self.run, projection.trace, step.fields, step.session_status)
+
+    def _checkpoint_partial(self) -> None:
+        """Save the streaming answer now and then, without holding up the stream.
+
+        A run whose process dies then still shows what it had said. At most one write is
+        in flight per run; the answer's end (or the run's) supersedes it.
+        """
+        now = time.monotonic()
+        writer = self._partial_writer
+        if now - self._partial_saved_at < self._settings.checkpoint_seconds or (
+            writer is not None and not writer.done()
+        ):
+            return
+        self._partial_saved_at = now
+        self._partial_writer = asyncio.create_task(
+            db.save_partial(self.run.pk, self.projection.partial[0]),
+            name=f"zett-partial-{self.request_id}",
+        )
+        self._partial_writer.add_done_callback(_log_failure)
 
     async def _finish(self, status: str) -> None:
         projection = self.projection
@@ -166,6 +179,8 @@ class HostedRun:
         if status != RunStatus.COMPLETED and (text or reasoning):
             partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
         finished = projection.finish(status, timezone.now())
+        if self._partial_writer is not None and not self._partial_writer.done():
+            await asyncio.wait({self._partial_writer})  # the final record comes after it
         try:
             stored = await self._record_end(partial)
             if stored is not None:
@@ -257,6 +272,11 @@ class HostedRun:
             else None
         )
         return projection.seq, streaming, projection.input_message
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("could not checkpoint a streaming answer: %s", task.exception())
 
 
 def describe_error(exc: BaseException) -> str:

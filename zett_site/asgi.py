@@ -15,7 +15,6 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from agents.hosting import WORKER_CHANNEL  # noqa: E402
@@ -43,17 +42,11 @@ async def refuse_unknown_socket(scope: dict[str, Any], receive: Any, send: Any) 
         await send({"type": "websocket.close"})  # before accept: Daphne denies the handshake
 
 
-http_app = django_asgi_app
-if settings.SERVE_STATIC:
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-    # Daphne serves no static files; this keeps `make run` a single process.
-    http_app = ASGIStaticFilesHandler(django_asgi_app)
-
 application = StartRunManager(
     ProtocolTypeRouter(
         {
-            "http": http_app,
+            # Static files come from WhiteNoise in the middleware (ZETT_SERVE_STATIC).
+            "http": django_asgi_app,
             "websocket": AllowedHostsOriginValidator(
                 AuthMiddlewareStack(
                     URLRouter([*websocket_urlpatterns, re_path(r"", refuse_unknown_socket)])

@@ -209,19 +209,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("ZETT_STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
-# Hashed, compressed names (WhiteNoise) once collectstatic has written its manifest; until then
-# (and always in debug) files keep their plain names and are read from the source folders.
-_MANIFEST = not DEBUG and (STATIC_ROOT / "staticfiles.json").exists()
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if _MANIFEST
-        else "django.contrib.staticfiles.storage.StaticFilesStorage"
-    },
+    # Hashed, compressed names once collectstatic has written its manifest; plain before.
+    "staticfiles": {"BACKEND": "zett_site.static_storage.StaticStorage"},
 }
-# Without a collectstatic run WhiteNoise serves straight from the finders' folders.
-WHITENOISE_USE_FINDERS = DEBUG or not _MANIFEST
+# Until collectstatic has run (and always in debug) WhiteNoise serves the source folders.
+WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
 if SERVE_STATIC:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
 

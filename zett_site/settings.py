@@ -193,9 +193,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_float("ZETT_LOGIN_LOCKOUT_MINUTES", 15
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "zett_site.login_throttle.lockout_response"
-# Without django-ipware axes reads REMOTE_ADDR, which Daphne sets from X-Forwarded-For only
-# with --proxy-headers (see README, Deploying).
-AXES_IPWARE_PROXY_COUNT = None
+# The address counted is REMOTE_ADDR (axes without django-ipware), which Daphne takes from
+# X-Forwarded-For only with --proxy-headers (README, Deploying).
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"

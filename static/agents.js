@@ -1,4 +1,5 @@
-// Chat and monitor pages: connection state, reconnect after clean closes, live elapsed times.
+// Chat and monitor pages: connection state, reconnect after clean closes, live elapsed times,
+// forms that reset after sending (no inline handlers: the CSP forbids them).
 (function () {
   "use strict";
 
@@ -10,6 +11,12 @@
   }
 
   document.body.addEventListener("htmx:wsOpen", function () { label("live", "open"); });
+
+  // Message and steering forms empty themselves once their frame is on the wire.
+  document.body.addEventListener("htmx:wsAfterSend", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-reset-on-send]");
+    if (form) { form.reset(); }
+  });
 
   document.body.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail.event.code;

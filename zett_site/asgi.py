@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -14,7 +15,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from agents.hosting import WORKER_CHANNEL  # noqa: E402
 from agents.hosting.startup import (  # noqa: E402
@@ -30,19 +31,26 @@ from agents.web.routing import websocket_urlpatterns  # noqa: E402
 recover_stale_runs()
 start_manager_with_server()
 
-http_app = django_asgi_app
-if settings.SERVE_STATIC:
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-    # Daphne serves no static files; this keeps `make run` a single process.
-    http_app = ASGIStaticFilesHandler(django_asgi_app)
+async def refuse_unknown_socket(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An upgrade to a path no consumer serves is refused (HTTP 403), like an unknown page.
+
+    Without this the router raises "No route found", which Daphne logs as an ERROR with a
+    traceback and answers with a 500.
+    """
+    if (await receive())["type"] == "websocket.connect":
+        await send({"type": "websocket.close"})  # before accept: Daphne denies the handshake
+
 
 application = StartRunManager(
     ProtocolTypeRouter(
         {
-            "http": http_app,
+            # Static files come from WhiteNoise in the middleware (ZETT_SERVE_STATIC).
+            "http": django_asgi_app,
             "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+                AuthMiddlewareStack(
+                    URLRouter([*websocket_urlpatterns, re_path(r"", refuse_unknown_socket)])
+                )
             ),
             # `manage.py runworker zett-runs` (ZETT_RUN_WORKERS=1) hosts runs here.
             "channel": ChannelNameRouter({WORKER_CHANNEL: RunWorkerConsumer.as_asgi()}),

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Runtime state of a checkout (dev secret key, SQLite database); git-ignored.
@@ -76,9 +78,13 @@ DEBUG = env_bool("DJANGO_DEBUG", "1")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
-# Daphne serves no static files itself; asgi.py wraps the HTTP app in Django's static files
-# handler when this is on. Behind a proxy, collectstatic and let the proxy serve them instead.
-SERVE_STATIC = env_bool("ZETT_SERVE_STATIC", "1" if DEBUG else "0")
+# Daphne serves no static files itself; WhiteNoise does, from this process, so one Daphne is a
+# complete deployment. Behind a proxy that serves collectstatic's output, turn it off.
+SERVE_STATIC = env_bool("ZETT_SERVE_STATIC", "1")
+
+# 1: the site is reached over HTTPS only (TLS at a proxy that sets X-Forwarded-Proto, or at
+# Daphne): secure cookies, a redirect from http, HSTS.
+SECURE = env_bool("DJANGO_SECURE", "0")
 
 INSTALLED_APPS = [
     # daphne first: its runserver replaces Django's with an ASGI one.
@@ -91,11 +97,16 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "csp",
+    "axes",
     "agents",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    *(["whitenoise.middleware.WhiteNoiseMiddleware"] if SERVE_STATIC else []),
+    "csp.middleware.CSPMiddleware",
+    "zett_site.headers.PermissionsPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -103,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "zett_site.urls"
@@ -168,6 +181,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Login throttling (django-axes, attempts in the database so every process counts them):
+# this many failures in a row lock out the account, and separately the client address, for
+# ZETT_LOGIN_LOCKOUT_MINUTES; every attempt while locked restarts the wait.
+AUTHENTICATION_BACKENDS = [
+    "zett_site.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(env_float("ZETT_LOGIN_FAILURE_LIMIT", 10, 1, 1000))
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("ZETT_LOGIN_LOCKOUT_MINUTES", 15, 0.1, 1440))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "zett_site.login_throttle.lockout_response"
+# The address counted is REMOTE_ADDR (axes without django-ipware), which Daphne takes from
+# X-Forwarded-For only with --proxy-headers (README, Deploying).
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -179,7 +207,47 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("ZETT_STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, compressed names once collectstatic has written its manifest; plain before.
+    "staticfiles": {"BACKEND": "zett_site.static_storage.StaticStorage"},
+}
+# Until collectstatic has run (and always in debug) WhiteNoise serves the source folders.
+WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
+if SERVE_STATIC:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
+
+# HTTP security headers. Every page runs only scripts from this origin: no inline script, no
+# eval (htmx reads its config, allowEval=false, from a meta tag), no plugins, no framing.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],  # same-origin WebSockets included
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Features no page of ours uses, off for the page and anything it could embed.
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
+
+if SECURE:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    # The proxy terminating TLS must set (and overwrite) this header.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(env_float("DJANGO_HSTS_SECONDS", 31536000, 0, 1e9))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1")
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", "1")
 
 
 def _channel_layers() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
@@ -135,6 +136,20 @@ class _GroupConsumer(AsyncWebsocketConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as exc:  # the layer is away; the membership expires there
                 log.warning("could not leave %s: %s", group, exc)
+
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        """Send one frame; to a client that is already gone it is dropped, silently.
+
+        Daphne refuses sends once the closing handshake has begun (autobahn's Disconnected)
+        but tells the consumer only when the TCP connection is gone, so frames in between are
+        expected; the websocket.disconnect that follows does the clean-up.
+        """
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except Disconnected:
+            pass
 
     async def refuse(self, code: int) -> None:
         await self.accept()

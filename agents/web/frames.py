@@ -1,7 +1,11 @@
 """What a browser may send on the two sockets: JSON frames, validated before anything acts.
 
 A bad frame raises FrameError, whose code and detail the consumer sends back as an error
-fragment, and nothing else happens.
+fragment, and nothing else happens. parse_frame raises nothing else, whatever the bytes: JSON
+nested too deep for the decoder, lone surrogates (valid JSON, not valid UTF-8, so they would
+fail later when echoed back), huge numbers and wrong types all end here as FrameError.
+
+Error codes: bad_json, too_deep, too_large, not_object, unknown_type, invalid.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ def _text(data: dict[str, Any], name: str, *, limit: int, required: bool = True)
         return ""
     if not isinstance(value, str):
         raise FrameError("invalid", f"'{name}' must be a string.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FrameError("invalid", f"'{name}' is not valid Unicode.") from None
     value = value.strip()
     if required and not value:
         raise FrameError("invalid", f"'{name}' must not be empty.")
@@ -85,7 +93,10 @@ def parse_frame(
         raise FrameError("invalid", "Binary frames are not accepted.")
     try:
         data = json.loads(raw)
-    except ValueError:
+    except RecursionError:
+        # The C decoder recurses once per level; no frame of ours nests at all.
+        raise FrameError("too_deep", "Frame is nested too deeply.") from None
+    except ValueError:  # also: integers beyond Python's digit limit
         raise FrameError("bad_json", "Frame is not valid JSON.") from None
     if not isinstance(data, dict):
         raise FrameError("not_object", "Frame must be a JSON object.")

@@ -5,9 +5,9 @@ Everything public is importable from here; tests pin the list.
 
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, MaxIterationsExceeded
+from .agent import Agent
 from .context import AgentRunContext
-from .errors import AgentProtocolError
+from .errors import AgentProtocolError, MaxIterationsExceeded
 from .events import (
     AgentEvent,
     AgentEventType,
@@ -21,6 +21,7 @@ from .events import (
 )
 from .extension import AgentExtension
 from .external import ExternalEventExtension, ExternalWaitClosed
+from .handle import RunHandle
 from .messages import (
     AnyMessage,
     AssistantMessage,
@@ -82,6 +83,7 @@ __all__ = [
     "ModelResponse",
     "ModelUsage",
     "RunCancelledEvent",
+    "RunHandle",
     "ServerToolDefinition",
     "SystemMessage",
     "ToolCall",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from .tools import AgentTool, ServerToolDefinition
 if TYPE_CHECKING:
     from .extension import AgentExtension
 
-EventSink = Callable[[AgentEvent], None]
+EventSink = Callable[[AgentEvent], Awaitable[None]]
 
 
 @dataclass(eq=False, slots=True)
@@ -83,7 +83,7 @@ class AgentRunContext:
                 f"extensions may emit only CUSTOM and compaction events, not {event.type.name}"
             )
         if self._sink is not None:
-            self._sink(event)
+            await self._sink(event)
         else:
             self.event_queue.append(event)
 
@@ -236,7 +236,12 @@ class AgentRunContext:
             self._steering.clear()
             return leftover
 
-    def _take_steering(self, *, close_if_empty: bool) -> list[UserMessage]:
+    def take_steering(self, *, close_if_empty: bool) -> list[UserMessage]:
+        """Take every queued steering message (the runtime's safe point).
+
+        With ``close_if_empty`` and nothing queued, intake closes: the request has
+        finished its last turn, so later steering must start a new request.
+        """
         with self._steering_lock:
             taken = list(self._steering)
             self._steering.clear()

@@ -31,7 +31,7 @@ from agents.runtime import (
     ToolMessage,
     UserMessage,
 )
-from agents.runtime.agent import CANCELLED_TOOL_CONTENT
+from agents.runtime.request import CANCELLED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET, ProbeTool
 

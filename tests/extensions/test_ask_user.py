@@ -25,7 +25,7 @@ from agents.runtime import (
     ModelRequest,
     ToolMessage,
 )
-from agents.runtime.agent import CANCELLED_TOOL_CONTENT
+from agents.runtime.request import CANCELLED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET
 

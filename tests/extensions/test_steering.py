@@ -23,7 +23,7 @@ from agents.runtime import (
     ToolMessage,
     UserMessage,
 )
-from agents.runtime.agent import SKIPPED_TOOL_CONTENT
+from agents.runtime.request import SKIPPED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET, ProbeTool
 

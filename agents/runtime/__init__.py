@@ -39,7 +39,15 @@ from .model import (
     ToolCallDelta,
 )
 from .state import AgentRunConfig, AgentState
-from .tools import AgentTool, ServerToolDefinition, ToolDefinition, ToolResult, tool
+from .tools import (
+    AgentTool,
+    ServerToolDefinition,
+    ToolArgumentsError,
+    ToolDefinition,
+    ToolResult,
+    UnknownToolError,
+    tool,
+)
 
 if TYPE_CHECKING:
     from ..extensions.memory import InMemoryMessageAccumulator
@@ -87,10 +95,12 @@ __all__ = [
     "ServerToolDefinition",
     "SystemMessage",
     "ToolCall",
+    "ToolArgumentsError",
     "ToolCallDelta",
     "ToolDefinition",
     "ToolMessage",
     "ToolResult",
+    "UnknownToolError",
     "UserMessage",
     "tool",
 ]

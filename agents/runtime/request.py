@@ -21,7 +21,7 @@ from .events import (
 from .extension import AgentExtension
 from .messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from .model import AgentModel, ModelRequest, ModelResponse
-from .tools import ToolArgumentsError, ToolResult
+from .tools import ToolArgumentsError, ToolResult, UnknownToolError
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,9 @@ class Request:
         try:
             state.phase = AgentPhase.LOADING_CONTEXT
             await self._setup(include_on_message=False)
+            # As a request flushes before appending its input: extensions hear of the
+            # restored context before anything on_compact does to it.
+            await context.flush_message_events()
             state.phase = AgentPhase.COMPACTING
             for extension in self.hooks["on_compact"]:
                 await extension.on_compact(context)
@@ -376,9 +379,15 @@ class Request:
             await extension.before_tool(context, call)
         error: Exception | None = None
         try:
+            if call.name not in context.tools:
+                # Only registered handlers are wrapped: no on_tool_call layer runs.
+                raise UnknownToolError(call.name, sorted(context.tools))
             result = await self._tool_chain()(call)
             if not isinstance(result, ToolResult):
                 result = ToolResult.from_value(result)
+        except (ToolArgumentsError, UnknownToolError) as exc:
+            error = exc
+            result = ToolResult(content=f"Error: {exc}", is_error=True)
         except Exception as exc:
             error = exc
             result = ToolResult(content=f"Error: {type(exc).__name__}: {exc}", is_error=True)
@@ -405,17 +414,11 @@ class Request:
         context = self.context
 
         async def invoke(call: ToolCall) -> ToolResult:
+            # A layer may hand on a call with another name; it must still be registered.
             registered = context.tools.get(call.name)
             if registered is None:
-                available = ", ".join(sorted(context.tools)) or "none"
-                return ToolResult(
-                    content=f"Error: unknown tool {call.name!r} (available: {available})",
-                    is_error=True,
-                )
-            try:
-                return await registered(call.arguments)
-            except ToolArgumentsError as exc:
-                return ToolResult(content=f"Error: {exc}", is_error=True)
+                raise UnknownToolError(call.name, sorted(context.tools))
+            return await registered(call.arguments)
 
         chain: Callable[[ToolCall], Any] = invoke
         for extension in reversed(self.hooks["on_tool_call"]):

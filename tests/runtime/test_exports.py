@@ -55,7 +55,9 @@ EXTRA = {
     "MaxIterationsExceeded",
     "MessageTiming",
     "RunHandle",
+    "ToolArgumentsError",
     "ToolCallDelta",
+    "UnknownToolError",
 }
 
 

@@ -140,11 +140,18 @@ class Agent:
     ) -> list[str]:
         """Offer an external event to every extension's accept; return who took it.
 
+        Without a config, the event belongs to the only active request if exactly
+        one is active, and ``accept`` gets that request's config; with none or
+        several active, it gets None (pass a config to address one session).
         Callable from any thread. An accept that raises is logged and counts as
         not accepted, so one broken extension cannot stop the others.
         """
         if not isinstance(event, ExternalEvent):
             raise TypeError("emit_external_event takes an ExternalEvent")
+        if config is None:
+            active = tuple(self._active.values())  # one C-level copy: safe off-loop
+            if len(active) == 1:
+                config = active[0].config
         accepted: list[str] = []
         for extension in self._hooks["accept"]:
             try:

@@ -101,17 +101,29 @@ class Request:
     async def _from_extension(self, event: AgentEvent) -> None:
         self._seq += 1
         sink = self._sink
-        if sink is None:
-            return
         context = self.context
         state = context.state
+        # A compaction inside a request is a phase of its own: COMPACTION_STARTED enters
+        # it, COMPACTION_COMPLETED (still stamped COMPACTING) returns to where it was.
+        kind = event.type
+        resumes: AgentPhase | None = None
+        if kind is AgentEventType.COMPACTION_STARTED and state.phase is not AgentPhase.COMPACTING:
+            self._compaction_resumes = state.phase
+            state.phase = AgentPhase.COMPACTING
+        elif kind is AgentEventType.COMPACTION_COMPLETED:
+            resumes, self._compaction_resumes = self._compaction_resumes, None
+        phase = state.phase
+        if resumes is not None:
+            state.phase = resumes
+        if sink is None:
+            return
         await sink(
             replace(
                 event,
                 session_id=context.session_id,
                 request_id=context.request_id,
                 seq=self._seq,
-                phase=state.phase,
+                phase=phase,
                 iteration=event.iteration or state.iteration,
             )
         )

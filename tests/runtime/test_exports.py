@@ -107,3 +107,14 @@ def test_documented_import_works_as_the_first_import_of_a_process(statement: str
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_built_in_extensions_import_from_the_package() -> None:
+    import agents.extensions
+    from agents.extensions import approval, ask_user, steering
+
+    assert agents.extensions.ToolApprovalExtension is approval.ToolApprovalExtension
+    assert agents.extensions.AskUserExtension is ask_user.AskUserExtension
+    assert agents.extensions.SteeringExtension is steering.SteeringExtension
+    assert agents.extensions.InMemoryMessageAccumulator is memory.InMemoryMessageAccumulator
+    assert all(hasattr(agents.extensions, name) for name in agents.extensions.__all__)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .context import AgentRunContext
+from .drive import InlineDriver
 from .errors import AgentProtocolError
 from .events import AgentEvent, ExternalEvent
 from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority
@@ -112,15 +113,17 @@ class Agent:
         so closing the iterator at any event cancels the run before its next step.
         The run's error propagates from the iterator after the last event.
         """
-        handle = self.start(message, config)
+        driver: InlineDriver[AssistantMessage] = InlineDriver()
+        driver.begin(self._open(message, config, driver.hand_over).execute())
         try:
-            while (event := await handle._next()) is not None:
+            while (event := await driver.next()) is not None:
                 yield event
-            handle.result()
+            if driver.error is not None:
+                raise driver.error
         finally:
-            if handle.cancel():
-                # Nobody reads what the cancellation emits: wait() discards it.
-                await handle.wait()
+            # Closed early: cancel where the run stopped (it has not moved past the
+            # last event) and let it finish; nobody reads what the cancellation emits.
+            await driver.cancel()
 
     async def compact(self, *, config: AgentRunConfig) -> list[AgentEvent]:
         """Restore the session (on_tool, on_state) and run on_compact; no input, no model.

@@ -3,8 +3,6 @@
 Everything public is importable from here; tests pin the list.
 """
 
-from typing import TYPE_CHECKING, Any
-
 from .agent import Agent
 from .context import AgentRunContext
 from .errors import AgentProtocolError, MaxIterationsExceeded
@@ -22,6 +20,7 @@ from .events import (
 from .extension import AgentExtension
 from .external import ExternalEventExtension, ExternalWaitClosed
 from .handle import RunHandle
+from .memory import InMemoryMessageAccumulator
 from .messages import (
     AnyMessage,
     AssistantMessage,
@@ -48,20 +47,6 @@ from .tools import (
     UnknownToolError,
     tool,
 )
-
-if TYPE_CHECKING:
-    from ..extensions.memory import InMemoryMessageAccumulator
-
-
-def __getattr__(name: str) -> Any:
-    # Re-exported lazily: agents.extensions.memory imports runtime submodules, so an eager
-    # import here fails whenever memory is the first module a process imports.
-    if name == "InMemoryMessageAccumulator":
-        from ..extensions.memory import InMemoryMessageAccumulator
-
-        return InMemoryMessageAccumulator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "Agent",

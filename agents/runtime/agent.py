@@ -11,9 +11,10 @@ from .context import AgentRunContext
 from .drive import InlineDriver
 from .errors import AgentProtocolError
 from .events import AgentEvent, ExternalEvent
-from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority
+from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority, track_requests
 from .handle import HandOff, RunHandle
 from .ids import new_uuid7
+from .memory import InMemoryMessageAccumulator
 from .messages import AssistantMessage, SystemMessage, UserMessage
 from .request import OutwardSink, Request
 from .state import AgentRunConfig, AgentState
@@ -46,8 +47,6 @@ class Agent:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be a positive integer")
         if extensions is None:
-            from ..extensions.memory import InMemoryMessageAccumulator
-
             extensions = [InMemoryMessageAccumulator()]
         registered = list(extensions)
         names: set[str] = set()
@@ -198,8 +197,8 @@ class Agent:
             self.extensions,
             self.model,
             input_message=message,
-            _subscribers=self._hooks["on_event"],
         )
+        context._plumbing.subscribers = self._hooks["on_event"]
         request = Request(
             context,
             hooks=self._hooks,
@@ -209,10 +208,7 @@ class Agent:
             on_close=self._release,
         )
         self._active[session_id] = context
-        for extension in self.extensions:
-            extension.__dict__["_pending_requests"] = (
-                extension.__dict__.get("_pending_requests", 0) + 1
-            )
+        track_requests(self.extensions, +1)
         for static_tool in self.tools:
             context.register_tool(static_tool)
         if self.system_prompt:
@@ -221,7 +217,4 @@ class Agent:
 
     def _release(self, request: Request) -> None:
         self._active.pop(request.context.session_id, None)
-        for extension in self.extensions:
-            extension.__dict__["_pending_requests"] = (
-                extension.__dict__.get("_pending_requests", 1) - 1
-            )
+        track_requests(self.extensions, -1)

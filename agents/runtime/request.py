@@ -93,7 +93,7 @@ class Request:
         self.closed = False
         self._session_id = context.session_id  # fixed for the request: stamped on every event
         self._request_id = context.request_id
-        context._sink = self._from_extension
+        context._plumbing.sink = self._from_extension
 
     # -- outward events -------------------------------------------------------------------
 

@@ -118,3 +118,22 @@ def test_built_in_extensions_import_from_the_package() -> None:
     assert agents.extensions.SteeringExtension is steering.SteeringExtension
     assert agents.extensions.InMemoryMessageAccumulator is memory.InMemoryMessageAccumulator
     assert all(hasattr(agents.extensions, name) for name in agents.extensions.__all__)
+
+
+def test_the_runtime_imports_nothing_from_the_extensions_package() -> None:
+    # The default accumulator lives in the runtime; agents.extensions.memory re-exports it.
+    probe = (
+        "import sys, agents.runtime; "
+        "print(sorted(m for m in sys.modules if m.startswith('agents.extensions')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "__getattr__" not in vars(agents.runtime)

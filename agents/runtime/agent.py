@@ -16,7 +16,8 @@ from .handle import HandOff, RunHandle
 from .ids import new_uuid7
 from .memory import InMemoryMessageAccumulator
 from .messages import AssistantMessage, SystemMessage, UserMessage
-from .request import OutwardSink, Request
+from .request import Request
+from .stamping import OutwardSink
 from .state import AgentRunConfig, AgentState
 from .tools import AgentTool
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .context import AgentRunContext
 from .errors import AgentProtocolError, MaxIterationsExceeded
 from .events import (
-    AgentEvent,
     AgentEventType,
     AgentPhase,
     MessageTiming,
@@ -21,6 +19,7 @@ from .events import (
 from .extension import AgentExtension
 from .messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from .model import AgentModel, ModelRequest, ModelResponse
+from .stamping import OutwardSink, Stamper
 from .tools import ToolArgumentsError, ToolResult, UnknownToolError
 
 log = logging.getLogger(__name__)
@@ -28,26 +27,11 @@ log = logging.getLogger(__name__)
 CANCELLED_TOOL_CONTENT = "Cancelled: the request was cancelled before this tool call finished."
 SKIPPED_TOOL_CONTENT = "Skipped: a new user message arrived before this tool call ran."
 
-#: Where outward events go; None when nobody reads them (``Agent.run``).
-OutwardSink = Callable[[AgentEvent], Awaitable[None]] | None
 HookTable = Mapping[str, tuple[AgentExtension, ...]]
 
 
-class _Nothing:
-    """An awaitable that completes at once: the sink when nobody reads events."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield  # a generator that stops at once
-
-
-_NOTHING = _Nothing()
-
-
 class Request:
-    """One claimed request: its context, its outward event stamping and its steps.
+    """One claimed request: its context, its open tool calls and its steps.
 
     The Agent builds it (claiming the session) and hands it a sink; ``execute`` or
     ``compact`` runs it once, and every path ends in ``close``, which gives the
@@ -55,18 +39,14 @@ class Request:
     """
 
     __slots__ = (
-        "_compaction_resumes",
         "_on_close",
-        "_request_id",
-        "_seq",
-        "_session_id",
-        "_sink",
         "closed",
         "context",
         "hooks",
         "max_iterations",
         "model",
         "open_calls",
+        "out",
         "unprocessed_steering",
     )
 
@@ -84,64 +64,13 @@ class Request:
         self.hooks = hooks
         self.model = model
         self.max_iterations = max_iterations
-        self._sink = sink
         self._on_close = on_close
-        self._seq = 0
-        self._compaction_resumes: AgentPhase | None = None  # phase to return to after one
+        stamper = Stamper(context, sink)
+        self.out = stamper.out  # await self.out(TYPE, **fields): stamp and hand over
+        context._plumbing.sink = stamper.from_extension
         self.open_calls: dict[str, ToolCall] = {}  # this turn's calls still without a result
         self.unprocessed_steering: tuple[UserMessage, ...] = ()  # offered, never taken
         self.closed = False
-        self._session_id = context.session_id  # fixed for the request: stamped on every event
-        self._request_id = context.request_id
-        context._plumbing.sink = self._from_extension
-
-    # -- outward events -------------------------------------------------------------------
-
-    def out(self, event_type: AgentEventType, **fields: Any) -> Awaitable[None]:
-        """Stamp and send one runtime event; awaiting it waits until the reader took it.
-
-        A plain function returning the sink's awaitable: one coroutine less per event.
-        """
-        self._seq += 1
-        sink = self._sink
-        if sink is None:
-            return _NOTHING
-        state = self.context.state
-        return sink(
-            AgentEvent(
-                event_type, self._session_id, self._request_id, self._seq, state.phase, **fields
-            )
-        )
-
-    async def _from_extension(self, event: AgentEvent) -> None:
-        self._seq += 1
-        sink = self._sink
-        context = self.context
-        state = context.state
-        # A compaction inside a request is a phase of its own: COMPACTION_STARTED enters
-        # it, COMPACTION_COMPLETED (still stamped COMPACTING) returns to where it was.
-        kind = event.type
-        resumes: AgentPhase | None = None
-        if kind is AgentEventType.COMPACTION_STARTED and state.phase is not AgentPhase.COMPACTING:
-            self._compaction_resumes = state.phase
-            state.phase = AgentPhase.COMPACTING
-        elif kind is AgentEventType.COMPACTION_COMPLETED:
-            resumes, self._compaction_resumes = self._compaction_resumes, None
-        phase = state.phase
-        if resumes is not None:
-            state.phase = resumes
-        if sink is None:
-            return
-        await sink(
-            replace(
-                event,
-                session_id=context.session_id,
-                request_id=context.request_id,
-                seq=self._seq,
-                phase=phase,
-                iteration=event.iteration or state.iteration,
-            )
-        )
 
     # -- the whole request --------------------------------------------------------------
 

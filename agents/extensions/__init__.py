@@ -1,1 +1,23 @@
-"""Built-in extensions: plain Python on the runtime contract, no Django."""
+"""Built-in extensions: plain Python on the runtime contract, no Django.
+
+Each is importable from here (``from agents.extensions import SteeringExtension``)
+as well as from its own module.
+"""
+
+from .approval import ToolApprovalExtension
+from .ask_user import AskUserExtension
+from .demo_tools import DemoToolsExtension
+from .memory import InMemoryMessageAccumulator
+from .settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
+from .steering import SteeringExtension
+
+__all__ = [
+    "AskUserExtension",
+    "AskUserSettings",
+    "DemoToolsExtension",
+    "InMemoryMessageAccumulator",
+    "SteeringExtension",
+    "SteeringSettings",
+    "ToolApprovalExtension",
+    "ToolApprovalSettings",
+]

@@ -202,6 +202,9 @@ class RunManager:
 
     async def _after(self, hosted: HostedRun, leftovers: list[tuple[int | None, str]]) -> None:
         await self._send_monitor([hosted.row()])
+        if hosted.sender is not None:
+            # The next run's frames follow this run's last one, in every tab.
+            await asyncio.wait({hosted.sender})
         if hosted.session_id not in self.hosted:
             try:
                 await self.bus.leave(hosted.session_id)

@@ -64,7 +64,7 @@ async def operate(
         if not await hosted.cancel(by):
             return ControlReply(False, "Cancel was already requested.", action, request_id)
         return ControlReply(True, "Cancelling.", action, request_id)
-    if hosted.agent is None:
+    if hosted.handle is None:
         # Queued: the agent is still being built, so nothing can be waiting for an answer.
         return ControlReply(
             False, "The run is still starting: nothing is waiting yet.", action, request_id

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import CancelState, Run, RunEvent, RunStatus, SessionStatus
-from ..runtime import AgentEvent, AgentEventType, AssistantMessage, ToolMessage
-from ..runtime.context import AgentRunContext
+from ..runtime import AgentEvent, AgentEventType
 from ..runtime.operator import OperatorProtocol
 from .payloads import call_dict, message_dict
 from .wire import Frame
@@ -307,55 +306,6 @@ class RunProjection:
             "seq": self.seq,
             "run": self.row(),
         }
-
-    def close_cancelled_calls(self, context: AgentRunContext | None) -> list[Frame]:
-        """Frames and trace entries for the tool calls the runtime closed while cancelling.
-
-        The runtime emits their TOOL_FAILED events after the host stopped reading the
-        stream, so without this the page and the trace would show those calls running.
-        """
-        if context is None:
-            return []
-        messages = context.state.messages
-        start = next((i for i, m in enumerate(messages) if m is context.input_message), None)
-        if start is None:
-            return []  # cancelled before the input was appended: no call of this run exists
-        calls = {
-            call.id: call
-            for message in messages[start:]
-            if isinstance(message, AssistantMessage)
-            for call in message.tool_calls
-        }
-        self.flush_delta()
-        frames: list[Frame] = []
-        for message in messages[start:]:
-            if not (isinstance(message, ToolMessage) and message.attributes.get("cancelled")):
-                continue
-            call = calls.get(message.tool_call_id)
-            self.seq += 1
-            data = self._tool_ended(message.name, message.tool_call_id, "failed")
-            self.trace.append(
-                RunEvent(
-                    run=self.run,
-                    seq=self.seq,
-                    last_seq=self.seq,
-                    type=ET.TOOL_FAILED.value,
-                    phase="cancelled",
-                    iteration=self.iteration,
-                    data=data,
-                )
-            )
-            frames.append(
-                {
-                    "type": "run.tool",
-                    "request_id": self.request_id,
-                    "seq": self.seq,
-                    "status": "failed",
-                    "call": call_dict(call) if call else None,
-                    "result": message_dict(message, request_id=self.request_id),
-                }
-            )
-        return frames
 
     def finish(self, status: str, finished_at: Any) -> Frame:
         """Set the final fields; the returned run.finished frame follows every other."""

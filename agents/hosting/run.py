@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any
 
 from django.utils import timezone
@@ -21,7 +20,14 @@ from ..db_retry import DatabaseUnavailable
 from ..models import CancelState, RunStatus
 from ..profiles.cache import AgentCache
 from ..profiles.catalog import ProfileConfigError
-from ..runtime import Agent, AgentEventType, AgentRunConfig, ExternalEvent, UserMessage
+from ..runtime import (
+    Agent,
+    AgentEventType,
+    AgentRunConfig,
+    ExternalEvent,
+    RunHandle,
+    UserMessage,
+)
 from ..runtime.context import AgentRunContext
 from ..runtime.errors import ModelCallError
 from ..runtime.operator import OperatorProtocol, operator_protocol
@@ -73,6 +79,7 @@ class HostedRun:
         )
         self.agent: Agent | None = None
         self.context: AgentRunContext | None = None
+        self.handle: RunHandle | None = None
         self.queued: list[tuple[int | None, str]] = []  # (user id, text), in order sent
         self.done = asyncio.Event()
         self.interrupted = False  # another process reaped it: it ends as interrupted
@@ -111,34 +118,75 @@ class HostedRun:
                 run.input_text, id=self._intake.input_id, attributes={"by": self.owner}
             )
             config = AgentRunConfig(session_id=self.session_id, request_id=self.request_id)
-            async with aclosing(agent.stream(message, config=config)) as events:
-                async for event in events:
-                    if event.type is AgentEventType.RUN_STARTED:
-                        self.context = agent.active_context(self.session_id)
-                    await self._apply(event)
-            status = RunStatus.COMPLETED
+            handle = self.handle = agent.start(message, config=config)
+            self.context = handle.context
+            await self._follow(handle)
+            status = self._outcome(handle)
         except asyncio.CancelledError:
-            status = RunStatus.CANCELLED
-            for frame in self.projection.close_cancelled_calls(self.context):
-                self.outbox.push(frame)
-            if self._shutting_down():
-                run.error = "The server shut down during this run."
-                status = RunStatus.INTERRUPTED
-            elif self.interrupted:
-                status = RunStatus.INTERRUPTED
+            # Cancelled before the run started (the agent was being built), or shutdown.
+            status = self._stopped_status()
         except (ModelCallError, ProfileConfigError) as exc:
-            # Expected failures (the provider said no, the profile is broken): the
-            # message is for the person, so no traceback in the log.
-            log.warning("run %s failed: %s", self.request_id, exc)
-            run.error = describe_error(exc)
+            self._expected_failure(exc)
         except DatabaseUnavailable as exc:
-            log.warning("run %s stopped: %s", self.request_id, exc)
-            run.error = "The run stopped: the database was unavailable."
+            self._database_failure(exc)
         except Exception as exc:
             log.exception("run %s failed", self.request_id)
             run.error = describe_error(exc)
         finally:
             await asyncio.shield(self._finish(status))
+
+    async def _follow(self, handle: RunHandle) -> None:
+        """Apply the run's events to the end, those its cancellation emits included.
+
+        If following itself fails (the database is gone) or this task is cancelled (the
+        process shuts down), the run is cancelled and its remaining events are applied
+        as far as they can be, so nothing is left open.
+        """
+        events = handle.events()
+        try:
+            async for event in events:
+                await self._apply(event)
+        except BaseException:
+            await events.aclose()
+            try:
+                async for event in handle.events():
+                    await self._apply(event)
+            except Exception as exc:
+                log.warning("run %s: events after stopping not recorded: %s", self.request_id, exc)
+            await handle.wait()
+            if handle.error is None:
+                raise  # ours, not the run's: the handlers above name it
+
+    def _outcome(self, handle: RunHandle) -> str:
+        if handle.cancelled:
+            return self._stopped_status()
+        error = handle.error
+        if error is None:
+            return RunStatus.COMPLETED
+        if isinstance(error, ModelCallError | ProfileConfigError):
+            self._expected_failure(error)
+        elif isinstance(error, DatabaseUnavailable):
+            self._database_failure(error)
+        else:
+            log.error("run %s failed", self.request_id, exc_info=error)
+            self.run.error = describe_error(error)
+        return RunStatus.FAILED
+
+    def _stopped_status(self) -> str:
+        if self._shutting_down():
+            self.run.error = "The server shut down during this run."
+            return RunStatus.INTERRUPTED
+        return RunStatus.INTERRUPTED if self.interrupted else RunStatus.CANCELLED
+
+    def _expected_failure(self, exc: BaseException) -> None:
+        # Expected failures (the provider said no, the profile is broken): the message
+        # is for the person, so no traceback in the log.
+        log.warning("run %s failed: %s", self.request_id, exc)
+        self.run.error = describe_error(exc)
+
+    def _database_failure(self, exc: BaseException) -> None:
+        log.warning("run %s stopped: %s", self.request_id, exc)
+        self.run.error = "The run stopped: the database was unavailable."
 
     async def _apply(self, event: Any) -> None:
         projection = self.projection
@@ -192,8 +240,8 @@ class HostedRun:
             self.outbox.close()
             self.done.set()
             leftovers = list(self.queued)
-            if self.context is not None:
-                unprocessed = self.context.state.metadata.get("unprocessed_steering") or []
+            if self.handle is not None:
+                unprocessed = self.handle.unprocessed_steering
                 leftovers[:0] = [(self.owner_id, m.content) for m in unprocessed]
             self._on_finished(self, leftovers)
 
@@ -236,8 +284,15 @@ class HostedRun:
             # "stopped", and pages see requested -> acknowledged -> stopped in order.
             run.cancel_state = CancelState.ACKNOWLEDGED
             await self._state_changed()
-            self.task.cancel()
+            self._stop()
         return True
+
+    def _stop(self) -> None:
+        """Cancel the run; its cancellation's events still reach the projection."""
+        if self.handle is not None:
+            self.handle.cancel()
+        elif self.task is not None:
+            self.task.cancel()  # not started yet: nothing of it to follow
 
     def interrupt(self, reason: str) -> None:
         """Stop a run another process already gave up on; it ends as interrupted."""
@@ -245,7 +300,7 @@ class HostedRun:
             log.warning("run %s was marked interrupted elsewhere; stopping it", self.request_id)
             self.run.error = reason
             self.interrupted = True
-            self.task.cancel()
+            self._stop()
 
     async def _state_changed(self) -> None:
         await db.checkpoint(self.run, [], ("cancel_state",), None)
@@ -253,13 +308,9 @@ class HostedRun:
 
     def offer(self, event: ExternalEvent) -> bool:
         """Hand an operator's event to the run's extensions; True when one accepted it."""
-        if self.agent is None:
+        if self.handle is None:
             return False
-        return bool(
-            self.agent.emit_external_event(
-                event, config=AgentRunConfig(session_id=self.session_id, request_id=self.request_id)
-            )
-        )
+        return bool(self.handle.emit_external_event(event))
 
     def partial(self) -> tuple[int, Partial | None, dict[str, Any] | None]:
         """(seq, the streaming answer, the input message) as of now, for a snapshot."""

@@ -3,11 +3,9 @@
 Everything public is importable from here; tests pin the list.
 """
 
-from typing import TYPE_CHECKING, Any
-
-from .agent import Agent, MaxIterationsExceeded
+from .agent import Agent
 from .context import AgentRunContext
-from .errors import AgentProtocolError, ModelCallError
+from .errors import AgentProtocolError, MaxIterationsExceeded, ModelCallError
 from .events import (
     AgentEvent,
     AgentEventType,
@@ -21,6 +19,8 @@ from .events import (
 )
 from .extension import AgentExtension
 from .external import ExternalEventExtension, ExternalWaitClosed
+from .handle import RunHandle
+from .memory import InMemoryMessageAccumulator
 from .messages import (
     AnyMessage,
     AssistantMessage,
@@ -38,21 +38,15 @@ from .model import (
     ToolCallDelta,
 )
 from .state import AgentRunConfig, AgentState
-from .tools import AgentTool, ServerToolDefinition, ToolDefinition, ToolResult, tool
-
-if TYPE_CHECKING:
-    from ..extensions.memory import InMemoryMessageAccumulator
-
-
-def __getattr__(name: str) -> Any:
-    # Re-exported lazily: agents.extensions.memory imports runtime submodules, so an eager
-    # import here fails whenever memory is the first module a process imports.
-    if name == "InMemoryMessageAccumulator":
-        from ..extensions.memory import InMemoryMessageAccumulator
-
-        return InMemoryMessageAccumulator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from .tools import (
+    AgentTool,
+    ServerToolDefinition,
+    ToolArgumentsError,
+    ToolDefinition,
+    ToolResult,
+    UnknownToolError,
+    tool,
+)
 
 __all__ = [
     "Agent",
@@ -83,13 +77,16 @@ __all__ = [
     "ModelResponse",
     "ModelUsage",
     "RunCancelledEvent",
+    "RunHandle",
     "ServerToolDefinition",
     "SystemMessage",
     "ToolCall",
+    "ToolArgumentsError",
     "ToolCallDelta",
     "ToolDefinition",
     "ToolMessage",
     "ToolResult",
+    "UnknownToolError",
     "UserMessage",
     "tool",
 ]

@@ -1,100 +1,30 @@
-"""Agent: runs one request at a time per session through the extension lifecycle."""
+"""Agent: a model, a system prompt, tools and extensions, serving one request per session."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .context import AgentRunContext
+from .drive import InlineDriver
 from .errors import AgentProtocolError
-from .events import (
-    AgentEvent,
-    AgentEventType,
-    AgentPhase,
-    ExternalEvent,
-    MessageTiming,
-    RunCancelledEvent,
-)
-from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority
+from .events import AgentEvent, ExternalEvent
+from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority, track_requests
+from .handle import HandOff, RunHandle
 from .ids import new_uuid7
-from .messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
-from .model import ModelRequest, ModelResponse
+from .memory import InMemoryMessageAccumulator
+from .messages import AssistantMessage, SystemMessage, UserMessage
+from .request import Request
+from .stamping import OutwardSink
 from .state import AgentRunConfig, AgentState
-from .tools import AgentTool, ToolArgumentsError, ToolResult
+from .tools import AgentTool
 
 if TYPE_CHECKING:
     from .model import AgentModel
 
 log = logging.getLogger(__name__)
-
-_ET = AgentEventType
-_P = AgentPhase
-
-CANCELLED_TOOL_CONTENT = "Cancelled: the request was cancelled before this tool call finished."
-SKIPPED_TOOL_CONTENT = "Skipped: a new user message arrived before this tool call ran."
-
-
-class MaxIterationsExceeded(AgentProtocolError):
-    """The model kept calling tools past the Agent's max_iterations for one input."""
-
-
-class _Turn:
-    """Tool calls of the current turn that still have no ToolMessage."""
-
-    __slots__ = ("open_calls",)
-
-    def __init__(self) -> None:
-        self.open_calls: dict[str, ToolCall] = {}
-
-
-class _Channel:
-    """A single-consumer event buffer: the run task puts, the stream drains in batches."""
-
-    __slots__ = ("finished", "items", "waiter")
-
-    def __init__(self) -> None:
-        self.items: list[AgentEvent] = []
-        self.waiter: asyncio.Future[None] | None = None
-        self.finished = False
-
-    def put(self, event: AgentEvent) -> None:
-        self.items.append(event)
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def finish(self, _task: object = None) -> None:
-        self.finished = True
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def next_batch(self) -> list[AgentEvent] | None:
-        while not self.items:
-            if self.finished:
-                return None
-            self.waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self.waiter
-            finally:
-                self.waiter = None
-        batch = self.items
-        self.items = []
-        return batch
-
-
-def _discard(_event: AgentEvent) -> None:
-    return None
-
-
-async def _close_stream(stream: Any) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 class Agent:
@@ -118,8 +48,6 @@ class Agent:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be a positive integer")
         if extensions is None:
-            from ..extensions.memory import InMemoryMessageAccumulator
-
             extensions = [InMemoryMessageAccumulator()]
         registered = list(extensions)
         names: set[str] = set()
@@ -165,29 +93,37 @@ class Agent:
         self, message: str | UserMessage, *, config: AgentRunConfig | None = None
     ) -> AssistantMessage:
         """Run one request to its final answer, discarding outward events."""
-        return await self._execute(message, config, _discard)
+        return await self._open(message, config, None).execute()
+
+    def start(self, message: str | UserMessage, config: AgentRunConfig | None = None) -> RunHandle:
+        """Start one request as a task and return its handle (see RunHandle).
+
+        The session is claimed here, so a second concurrent request on it raises
+        AgentProtocolError at once. Must be called with an event loop running.
+        """
+        handoff = HandOff()
+        return RunHandle(self, self._open(message, config, handoff.put), handoff)
 
     async def stream(
         self, message: str | UserMessage, *, config: AgentRunConfig | None = None
     ) -> AsyncIterator[AgentEvent]:
-        """Run one request and yield its outward events; closing the iterator cancels it."""
-        channel = _Channel()
-        task = asyncio.get_running_loop().create_task(self._execute(message, config, channel.put))
-        task.add_done_callback(channel.finish)
+        """Run one request and yield its outward events; closing the iterator cancels it.
+
+        The run does not move past an event until the caller asks for the next one,
+        so closing the iterator at any event cancels the run before its next step.
+        The run's error propagates from the iterator after the last event.
+        """
+        driver: InlineDriver[AssistantMessage] = InlineDriver()
+        driver.begin(self._open(message, config, driver.hand_over).execute())
         try:
-            while True:
-                batch = await channel.next_batch()
-                if batch is None:
-                    break
-                for event in batch:
-                    yield event
-            task.result()
+            while (event := await driver.next()) is not None:
+                yield event
+            if driver.error is not None:
+                raise driver.error
         finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.wait({task})
-            if not task.cancelled():
-                task.exception()  # retrieved: the caller already saw it or closed early
+            # Closed early: cancel where the run stopped (it has not moved past the
+            # last event) and let it finish; nobody reads what the cancellation emits.
+            await driver.cancel()
 
     async def compact(self, *, config: AgentRunConfig) -> list[AgentEvent]:
         """Restore the session (on_tool, on_state) and run on_compact; no input, no model.
@@ -195,38 +131,30 @@ class Agent:
         Returns the events extensions emitted during the pass.
         """
         emitted: list[AgentEvent] = []
-        context, _, _ = self._open(config, emitted.append)
-        state = context.state
-        try:
-            state.phase = _P.LOADING_CONTEXT
-            await self._setup(context, include_on_message=False)
-            state.phase = _P.COMPACTING
-            for extension in self._hooks["on_compact"]:
-                await extension.on_compact(context)
-            await context.flush_message_events()
-            state.phase = _P.READY
-            return emitted
-        except asyncio.CancelledError:
-            state.phase = _P.CANCELLED
-            await self._publish_cancelled(context)
-            raise
-        except Exception as error:
-            state.phase = _P.FAILED
-            await self._run_on_error(context, error)
-            raise
-        finally:
-            self._close(context)
+
+        async def keep(event: AgentEvent) -> None:
+            emitted.append(event)
+
+        await self._open(None, config, keep).compact()
+        return emitted
 
     def emit_external_event(
         self, event: ExternalEvent, *, config: AgentRunConfig | None = None
     ) -> list[str]:
         """Offer an external event to every extension's accept; return who took it.
 
+        Without a config, the event belongs to the only active request if exactly
+        one is active, and ``accept`` gets that request's config; with none or
+        several active, it gets None (pass a config to address one session).
         Callable from any thread. An accept that raises is logged and counts as
         not accepted, so one broken extension cannot stop the others.
         """
         if not isinstance(event, ExternalEvent):
             raise TypeError("emit_external_event takes an ExternalEvent")
+        if config is None:
+            active = tuple(self._active.values())  # one C-level copy: safe off-loop
+            if len(active) == 1:
+                config = active[0].config
         accepted: list[str] = []
         for extension in self._hooks["accept"]:
             try:
@@ -236,11 +164,19 @@ class Agent:
                 log.exception("extension %s failed in accept(%s)", extension.name, event.name)
         return accepted
 
-    # -- request lifecycle --------------------------------------------------------------
+    # -- one request --------------------------------------------------------------------
 
     def _open(
-        self, config: AgentRunConfig | None, sink: Callable[[AgentEvent], None]
-    ) -> tuple[AgentRunContext, Callable[..., None], list[int]]:
+        self,
+        message: str | UserMessage | None,
+        config: AgentRunConfig | None,
+        sink: OutwardSink,
+    ) -> Request:
+        """Claim the session and build the request's context (steps 1 and 2)."""
+        if isinstance(message, str):
+            message = UserMessage(message)
+        elif message is not None and not isinstance(message, UserMessage):
+            raise TypeError("run/stream take a str or a UserMessage")
         if config is None:
             config = AgentRunConfig()
         elif not isinstance(config, AgentRunConfig):
@@ -251,369 +187,35 @@ class Agent:
                 session_id=config.session_id or new_uuid7(),
                 request_id=config.request_id or new_uuid7(),
             )
-        session_id: str = config.session_id  # type: ignore[assignment]
-        request_id: str = config.request_id  # type: ignore[assignment]
+        session_id = config.session_id
+        assert session_id is not None
         if session_id in self._active:
             raise AgentProtocolError(f"session {session_id} already has an active request")
-        state = AgentState()
-        seq = [0]
-
-        def out(event_type: AgentEventType, **fields: Any) -> None:
-            seq[0] += 1
-            sink(AgentEvent(event_type, session_id, request_id, seq[0], state.phase, **fields))
-
-        def from_extension(event: AgentEvent) -> None:
-            seq[0] += 1
-            sink(
-                replace(
-                    event,
-                    session_id=session_id,
-                    request_id=request_id,
-                    seq=seq[0],
-                    phase=state.phase,
-                    iteration=event.iteration or state.iteration,
-                )
-            )
-
         context = AgentRunContext(
             config,
-            state,
+            AgentState(),
             {},
             self.extensions,
             self.model,
-            _subscribers=self._hooks["on_event"],
-            _sink=from_extension,
+            input_message=message,
+        )
+        context._plumbing.subscribers = self._hooks["on_event"]
+        request = Request(
+            context,
+            hooks=self._hooks,
+            model=self.model,
+            max_iterations=self.max_iterations,
+            sink=sink,
+            on_close=self._release,
         )
         self._active[session_id] = context
-        for extension in self.extensions:
-            extension.__dict__["_pending_requests"] = (
-                extension.__dict__.get("_pending_requests", 0) + 1
-            )
+        track_requests(self.extensions, +1)
         for static_tool in self.tools:
             context.register_tool(static_tool)
         if self.system_prompt:
             context.add_message(SystemMessage(self.system_prompt, persist=False))
-        return context, out, seq
+        return request
 
-    def _close(self, context: AgentRunContext) -> None:
-        leftover = context.close_steering()
-        if leftover:
-            # The host reads these so an operator's message is never silently dropped.
-            context.state.metadata["unprocessed_steering"] = leftover
-        self._active.pop(context.session_id, None)
-        for extension in self.extensions:
-            extension.__dict__["_pending_requests"] = (
-                extension.__dict__.get("_pending_requests", 1) - 1
-            )
-
-    async def _setup(self, context: AgentRunContext, *, include_on_message: bool) -> None:
-        for extension in self._hooks["on_tool"]:
-            await extension.on_tool(context)
-        for extension in self._hooks["on_state"]:
-            await extension.on_state(context)
-        if include_on_message:
-            for extension in self._hooks["on_message"]:
-                await extension.on_message(context)
-
-    async def _execute(
-        self,
-        message: str | UserMessage,
-        config: AgentRunConfig | None,
-        sink: Callable[[AgentEvent], None],
-    ) -> AssistantMessage:
-        if isinstance(message, str):
-            message = UserMessage(message)
-        elif not isinstance(message, UserMessage):
-            raise TypeError("run/stream take a str or a UserMessage")
-        context, out, _ = self._open(config, sink)
-        context.input_message = message
-        state = context.state
-        turn = _Turn()
-        try:
-            state.phase = _P.LOADING_CONTEXT
-            out(_ET.RUN_STARTED, message=message)
-            await self._setup(context, include_on_message=True)
-            await context.flush_message_events()
-            final_input = context.input_message
-            if not isinstance(final_input, UserMessage):
-                raise AgentProtocolError(
-                    "on_message must leave a UserMessage in context.input_message"
-                )
-            now = time.time()
-            await context.append_message(final_input, MessageTiming(now, now))
-            for extension in self._hooks["before_run"]:
-                await extension.before_run(context)
-            state.phase = _P.READY
-            result = await self._turns(context, out, turn)
-            for extension in self._hooks["after_run"]:
-                await extension.after_run(context, result)
-            for extension in self._hooks["on_success"]:
-                await extension.on_success(context, result)
-            # Messages added by the last after_turn, after_run or on_success still reach
-            # persistence before the request reports completion.
-            await context.flush_message_events()
-            state.phase = _P.COMPLETED
-            out(_ET.RUN_COMPLETED, message=result, usage=state.usage, iteration=state.iteration)
-            return result
-        except asyncio.CancelledError:
-            state.phase = _P.CANCELLED
-            await self._close_open_calls(context, turn, out)
-            await self._publish_cancelled(context)
-            raise
-        except Exception as error:
-            state.phase = _P.FAILED
-            await self._run_on_error(context, error)
-            raise
-        finally:
-            self._close(context)
-
-    async def _run_on_error(self, context: AgentRunContext, error: BaseException) -> None:
-        for extension in self._hooks["on_error"]:
-            try:
-                await extension.on_error(context, error)
-            except Exception:
-                log.exception("extension %s failed in on_error", extension.name)
-
-    async def _publish_cancelled(self, context: AgentRunContext) -> None:
-        try:
-            await context.publish(RunCancelledEvent(context.session_id, context.request_id))
-        except Exception:
-            log.exception("an extension failed while handling RunCancelledEvent")
-
-    async def _close_open_calls(
-        self, context: AgentRunContext, turn: _Turn, out: Callable[..., None]
-    ) -> None:
-        """Give every tool call still without a result a cancelled ToolMessage."""
-        for call in list(turn.open_calls.values()):
-            closing = ToolMessage(
-                call.id,
-                call.name,
-                CANCELLED_TOOL_CONTENT,
-                is_error=True,
-                attributes={"cancelled": True},
-            )
-            try:
-                now = time.time()
-                await context.append_message(closing, MessageTiming(now, now))
-            except Exception:
-                log.exception("could not record the cancelled result of tool call %s", call.id)
-            turn.open_calls.pop(call.id, None)
-            out(_ET.TOOL_FAILED, tool_call=call, message=closing)
-
-    # -- turns --------------------------------------------------------------------------
-
-    def _build_request(self, context: AgentRunContext) -> ModelRequest:
-        return ModelRequest(
-            messages=tuple(context.state.messages),
-            tools=tuple(registered.definition for registered in context.tools.values()),
-            server_tools=tuple(context.server_tools.values()),
-            session_id=context.session_id,
-            request_id=context.request_id,
-            iteration=context.state.iteration + 1,
-        )
-
-    async def _turns(
-        self, context: AgentRunContext, out: Callable[..., None], turn: _Turn
-    ) -> AssistantMessage:
-        state = context.state
-        hooks = self._hooks
-        while True:
-            for extension in hooks["before_turn"]:
-                await extension.before_turn(context)
-            await context.flush_message_events()
-            if state.iteration >= self.max_iterations:
-                raise MaxIterationsExceeded(
-                    f"the model made {state.iteration} calls without a final answer "
-                    f"(max_iterations={self.max_iterations})"
-                )
-            request = self._build_request(context)
-            if hooks["before_model"]:
-                for extension in hooks["before_model"]:
-                    await extension.before_model(context, request)
-                    request = self._build_request(context)
-                await context.flush_message_events()
-            state.iteration += 1
-            state.phase = _P.GENERATING
-            out(_ET.MODEL_STARTED, iteration=state.iteration)
-            started = time.time()
-            response = await self._call_model(context, request, out)
-            answer = response.message
-            state.usage = state.usage + response.usage
-            turn.open_calls = {call.id: call for call in answer.tool_calls}
-            await context.append_message(
-                answer, MessageTiming(started, time.time()), response.usage
-            )
-            out(
-                _ET.MODEL_COMPLETED,
-                message=answer,
-                usage=response.usage,
-                iteration=state.iteration,
-                data={"finish_reason": response.finish_reason},
-            )
-            state.phase = _P.READY
-            for extension in hooks["after_model"]:
-                await extension.after_model(context, response)
-            if answer.tool_calls:
-                await self._run_tools(context, answer, out, turn)
-            steered = await self._take_steering(context, out, final=not answer.tool_calls)
-            for extension in hooks["after_turn"]:
-                await extension.after_turn(context, answer)
-            if not answer.tool_calls and not steered:
-                return answer
-
-    async def _call_model(
-        self, context: AgentRunContext, request: ModelRequest, out: Callable[..., None]
-    ) -> ModelResponse:
-        call: Callable[[ModelRequest], Any] = self.model.stream
-        for extension in reversed(self._hooks["on_model_request"]):
-            call = _model_layer(extension, context, call)
-        iteration = context.state.iteration
-        response: ModelResponse | None = None
-        stream = call(request)
-        try:
-            async for event in stream:
-                if response is not None:
-                    raise AgentProtocolError(
-                        "the model stream continued after its completed response"
-                    )
-                kind = event.kind
-                if kind == "text":
-                    out(_ET.TEXT_DELTA, delta=event.delta, iteration=iteration)
-                elif kind == "completed":
-                    response = event.response
-                elif kind == "reasoning":
-                    out(_ET.REASONING_DELTA, delta=event.delta, iteration=iteration)
-                elif kind == "tool_call":
-                    part = event.tool_call_delta
-                    out(
-                        _ET.TOOL_CALL_DELTA,
-                        delta=event.delta,
-                        tool_call_index=part.index if part else None,
-                        iteration=iteration,
-                        data={"id": part.id, "name": part.name} if part else {},
-                    )
-                else:
-                    raise AgentProtocolError(f"unknown model event kind {kind!r}")
-        finally:
-            await _close_stream(stream)
-        if response is None:
-            raise AgentProtocolError("the model stream ended without a completed response")
-        if not isinstance(response.message, AssistantMessage):
-            raise AgentProtocolError("a model response must carry an AssistantMessage")
-        return response
-
-    async def _run_tools(
-        self,
-        context: AgentRunContext,
-        answer: AssistantMessage,
-        out: Callable[..., None],
-        turn: _Turn,
-    ) -> None:
-        calls = answer.tool_calls
-        for position, call in enumerate(calls):
-            if context._steering:
-                await self._skip_calls(context, calls[position:], out, turn)
-                return
-            await self._run_tool(context, call, out, turn)
-
-    async def _skip_calls(
-        self,
-        context: AgentRunContext,
-        calls: Sequence[ToolCall],
-        out: Callable[..., None],
-        turn: _Turn,
-    ) -> None:
-        for call in calls:
-            skipped = ToolMessage(call.id, call.name, SKIPPED_TOOL_CONTENT, skipped=True)
-            now = time.time()
-            await context.append_message(skipped, MessageTiming(now, now))
-            turn.open_calls.pop(call.id, None)
-            out(_ET.TOOL_SKIPPED, tool_call=call, message=skipped)
-
-    async def _take_steering(
-        self, context: AgentRunContext, out: Callable[..., None], *, final: bool
-    ) -> bool:
-        """Append steering messages that arrived during the turn; closes intake when final."""
-        taken = context._take_steering(close_if_empty=final)
-        for message in taken:
-            now = time.time()
-            await context.append_message(message, MessageTiming(now, now))
-            out(_ET.STEERING_STARTED, message=message)
-        return bool(taken)
-
-    async def _run_tool(
-        self,
-        context: AgentRunContext,
-        call: ToolCall,
-        out: Callable[..., None],
-        turn: _Turn,
-    ) -> None:
-        state = context.state
-        state.phase = _P.RUNNING_TOOL
-        out(_ET.TOOL_STARTED, tool_call=call)
-        started = time.time()
-        for extension in self._hooks["before_tool"]:
-            await extension.before_tool(context, call)
-        error: Exception | None = None
-        try:
-            result = await self._tool_chain(context)(call)
-            if not isinstance(result, ToolResult):
-                result = ToolResult.from_value(result)
-        except Exception as exc:
-            error = exc
-            result = ToolResult(content=f"Error: {type(exc).__name__}: {exc}", is_error=True)
-        message = ToolMessage(
-            call.id,
-            call.name,
-            result.content,
-            is_error=result.is_error,
-            attributes=dict(result.attributes),
-        )
-        for extension in self._hooks["after_tool"]:
-            await extension.after_tool(context, call, message, error)
-        await context.append_message(message, MessageTiming(started, time.time()))
-        turn.open_calls.pop(call.id, None)
-        # Emitted in the phase the tool ran in; the run is READY only afterwards.
-        out(
-            _ET.TOOL_FAILED if message.is_error else _ET.TOOL_COMPLETED,
-            tool_call=call,
-            message=message,
-        )
-        state.phase = _P.READY
-
-    def _tool_chain(self, context: AgentRunContext) -> Callable[[ToolCall], Any]:
-        async def invoke(call: ToolCall) -> ToolResult:
-            registered = context.tools.get(call.name)
-            if registered is None:
-                available = ", ".join(sorted(context.tools)) or "none"
-                return ToolResult(
-                    content=f"Error: unknown tool {call.name!r} (available: {available})",
-                    is_error=True,
-                )
-            try:
-                return await registered(call.arguments)
-            except ToolArgumentsError as exc:
-                return ToolResult(content=f"Error: {exc}", is_error=True)
-
-        chain: Callable[[ToolCall], Any] = invoke
-        for extension in reversed(self._hooks["on_tool_call"]):
-            chain = _tool_layer(extension, context, chain)
-        return chain
-
-
-def _model_layer(
-    extension: AgentExtension, context: AgentRunContext, call_next: Callable[[ModelRequest], Any]
-) -> Callable[[ModelRequest], Any]:
-    def layer(request: ModelRequest) -> Any:
-        return extension.on_model_request(context, request, call_next)
-
-    return layer
-
-
-def _tool_layer(
-    extension: AgentExtension, context: AgentRunContext, call_next: Callable[[ToolCall], Any]
-) -> Callable[[ToolCall], Any]:
-    async def layer(call: ToolCall) -> Any:
-        return await extension.on_tool_call(context, call, call_next)
-
-    return layer
+    def _release(self, request: Request) -> None:
+        self._active.pop(request.context.session_id, None)
+        track_requests(self.extensions, -1)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import AgentProtocolError
 from .events import (
     EXTENSION_EMITTABLE,
     AgentEvent,
+    EventSubscriber,
     ExtensionEvent,
     MessageAppendedEvent,
     MessageTiming,
@@ -22,10 +23,20 @@ from .model import ModelUsage
 from .state import AgentRunConfig, AgentState
 from .tools import AgentTool, ServerToolDefinition
 
-if TYPE_CHECKING:
-    from .extension import AgentExtension
+EventSink = Callable[[AgentEvent], Awaitable[None]]
 
-EventSink = Callable[[AgentEvent], None]
+
+class RequestPlumbing:
+    """The runtime's private wiring of one context, kept out of its public signature."""
+
+    __slots__ = ("sink", "steering", "steering_closed", "steering_lock", "subscribers")
+
+    def __init__(self) -> None:
+        self.subscribers: tuple[EventSubscriber, ...] | None = None  # on_event overriders
+        self.sink: EventSink | None = None  # the runtime's outward stamping sink
+        self.steering: deque[UserMessage] = deque()  # offered, taken at safe points
+        self.steering_lock = threading.Lock()  # offers arrive from any thread
+        self.steering_closed = False  # the final turn ended: later steering needs a new run
 
 
 @dataclass(eq=False, slots=True)
@@ -39,7 +50,7 @@ class AgentRunContext:
     config: AgentRunConfig
     state: AgentState
     tools: dict[str, AgentTool]  # local tools of this request, by name
-    extensions: Sequence[AgentExtension] = ()  # in hook order
+    extensions: Sequence[EventSubscriber] = ()  # in hook order
     model: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
@@ -49,11 +60,7 @@ class AgentRunContext:
     _pending_message_events: list[tuple[AnyMessage, ModelUsage | None]] = field(
         default_factory=list
     )
-    _subscribers: tuple[AgentExtension, ...] | None = None  # on_event overriders, in order
-    _sink: EventSink | None = None  # the runtime's outward stamping sink
-    _steering: deque[UserMessage] = field(default_factory=deque)  # taken at safe points
-    _steering_lock: threading.Lock = field(default_factory=threading.Lock)
-    _steering_closed: bool = False  # the final turn ended: later steering must start a new run
+    _plumbing: RequestPlumbing = field(default_factory=RequestPlumbing, init=False, repr=False)
 
     # -- identity -----------------------------------------------------------------
 
@@ -82,8 +89,9 @@ class AgentRunContext:
             raise AgentProtocolError(
                 f"extensions may emit only CUSTOM and compaction events, not {event.type.name}"
             )
-        if self._sink is not None:
-            self._sink(event)
+        sink = self._plumbing.sink
+        if sink is not None:
+            await sink(event)
         else:
             self.event_queue.append(event)
 
@@ -100,12 +108,10 @@ class AgentRunContext:
                 raise ValueError(f"{problem} publish target {target!r}")
             await matches[0].on_event(self, event)
             return
-        subscribers = self._subscribers
+        subscribers = self._plumbing.subscribers
         if subscribers is None:
-            from .extension import overrides
-
-            subscribers = tuple(ext for ext in self.extensions if overrides(ext, "on_event"))
-            self._subscribers = subscribers
+            # Outside an Agent nobody filtered the list; the base on_event is a no-op.
+            subscribers = tuple(self.extensions)
         for extension in subscribers:
             await extension.on_event(self, event)
 
@@ -218,30 +224,38 @@ class AgentRunContext:
         """
         if not isinstance(message, UserMessage):
             raise TypeError("steering takes a UserMessage")
-        with self._steering_lock:
-            if self._steering_closed:
+        plumbing = self._plumbing
+        with plumbing.steering_lock:
+            if plumbing.steering_closed:
                 return False
-            self._steering.append(message)
+            plumbing.steering.append(message)
             return True
 
     @property
     def steering_pending(self) -> bool:
-        return bool(self._steering)
+        return bool(self._plumbing.steering)
 
     def close_steering(self) -> list[UserMessage]:
         """Refuse further steering and return what was offered but never taken."""
-        with self._steering_lock:
-            self._steering_closed = True
-            leftover = list(self._steering)
-            self._steering.clear()
+        plumbing = self._plumbing
+        with plumbing.steering_lock:
+            plumbing.steering_closed = True
+            leftover = list(plumbing.steering)
+            plumbing.steering.clear()
             return leftover
 
-    def _take_steering(self, *, close_if_empty: bool) -> list[UserMessage]:
-        with self._steering_lock:
-            taken = list(self._steering)
-            self._steering.clear()
+    def take_steering(self, *, close_if_empty: bool) -> list[UserMessage]:
+        """Take every queued steering message (the runtime's safe point).
+
+        With ``close_if_empty`` and nothing queued, intake closes: the request has
+        finished its last turn, so later steering must start a new request.
+        """
+        plumbing = self._plumbing
+        with plumbing.steering_lock:
+            taken = list(plumbing.steering)
+            plumbing.steering.clear()
             if close_if_empty and not taken:
-                self._steering_closed = True
+                plumbing.steering_closed = True
             return taken
 
 

@@ -18,3 +18,7 @@ class ModelCallError(Exception):
     ``str(error)`` is a message a person can act on; hosts show it without a traceback.
     Providers raise subclasses of it.
     """
+
+
+class MaxIterationsExceeded(AgentProtocolError):
+    """The model kept calling tools past the Agent's max_iterations for one input."""

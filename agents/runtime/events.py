@@ -5,11 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .messages import AnyMessage, ToolCall
 
 if TYPE_CHECKING:
+    from .context import AgentRunContext
     from .model import ModelUsage
 
 
@@ -84,6 +85,15 @@ class ExtensionEvent:
     """Base for internal notifications delivered through ``AgentRunContext.publish``."""
 
     __slots__ = ()
+
+
+class EventSubscriber(Protocol):
+    """What ``AgentRunContext.publish`` needs of an extension: its name and ``on_event``."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None: ...
 
 
 @dataclass(slots=True, frozen=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -39,19 +40,18 @@ class AgentExtension:
         Override with a class attribute, or assign ``instance.name = ...`` to
         register independently configured instances of one class in one Agent.
         """
-        return self.__dict__.get("_extension_name") or type(self).__name__
+        return getattr(self, "_extension_name", None) or type(self).__name__
 
     @name.setter
     def name(self, value: str) -> None:
         if not isinstance(value, str) or not value:
             raise ValueError("extension name must be a non-empty string")
-        self.__dict__["_extension_name"] = value
+        self._extension_name = value
 
     @property
     def pending(self) -> bool:
         """True while any request (of any Agent) that uses this instance is active."""
-        active: int = self.__dict__.get("_pending_requests", 0)
-        return active > 0
+        return id(self) in _ACTIVE_REQUESTS
 
     # -- setup: tools, state, input (each group is a barrier) ----------------------
 
@@ -251,3 +251,22 @@ def overrides(extension: AgentExtension, hook: str) -> bool:
 def sort_by_priority(extensions: list[AgentExtension]) -> list[AgentExtension]:
     """Stable sort on priority: equal priorities keep registration order."""
     return sorted(extensions, key=lambda ext: getattr(ext, "priority", 100))
+
+
+# Active requests per extension instance (by id: the Agent holds a reference while the
+# count is above zero, so an id cannot be reused meanwhile). Owned by the runtime, not
+# stored on the instances, so an extension's own attributes stay its own.
+_ACTIVE_REQUESTS: dict[int, int] = {}
+_ACTIVE_LOCK = threading.Lock()  # Agents on several loops may share an instance
+
+
+def track_requests(extensions: Sequence[AgentExtension], change: int) -> None:
+    """Count one request starting (+1) or ending (-1) for each extension."""
+    with _ACTIVE_LOCK:
+        for extension in extensions:
+            key = id(extension)
+            count = _ACTIVE_REQUESTS.get(key, 0) + change
+            if count > 0:
+                _ACTIVE_REQUESTS[key] = count
+            else:
+                _ACTIVE_REQUESTS.pop(key, None)

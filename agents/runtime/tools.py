@@ -7,7 +7,7 @@ import copy
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -84,6 +84,20 @@ def describe_validation(exc: pydantic.ValidationError, whole: str = "settings") 
 
 class ToolArgumentsError(ValueError):
     """The model's arguments do not match the tool's schema."""
+
+
+class UnknownToolError(LookupError):
+    """The model called a tool this request has not registered.
+
+    ``str(error)`` names the tools the model may call, so the failed ToolMessage
+    built from it tells the model how to recover.
+    """
+
+    def __init__(self, name: str, available: Sequence[str]) -> None:
+        self.name = name  # what the model asked for
+        self.available = tuple(available)  # the request's local tools, sorted
+        offer = ", ".join(self.available) if self.available else "none"
+        super().__init__(f"unknown tool {name!r}; the tools you may call are: {offer}")
 
 
 Handler = Callable[..., Any]
@@ -222,6 +236,3 @@ def tool(
         return _build_tool(inner, name, description)
 
     return decorate
-
-
-ToolCallNext = Callable[["Any"], Awaitable[ToolResult]]

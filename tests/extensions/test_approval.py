@@ -31,7 +31,7 @@ from agents.runtime import (
     ToolMessage,
     UserMessage,
 )
-from agents.runtime.agent import CANCELLED_TOOL_CONTENT
+from agents.runtime.request import CANCELLED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET, ProbeTool
 
@@ -254,7 +254,10 @@ async def test_refused_answers_return_nothing_and_change_nothing(
     refusals.append(("other-session", decide(agent, other_session, "call-1")))
     wrong_request = AgentRunConfig(session_id=session.session_id, request_id="request-a0")
     refusals.append(("wrong-request-id", decide(agent, wrong_request, "call-1")))
-    refusals.append(("no-config", decide(agent, None, "call-1")))
+    # Without a config the Agent fills in its only active request's; the extension
+    # itself still refuses an event that belongs to no request.
+    unaddressed = ExternalEvent(APPROVAL_EVENT, {"id": "call-1", "decision": "approve"})
+    refusals.append(("no-config", ["taken"] if approval.accept(None, unaddressed) else []))
     wrong_name = ExternalEvent("approval.decision", {"id": "call-1", "decision": "approve"})
     refusals.append(("wrong-event-name", agent.emit_external_event(wrong_name, config=session)))
 

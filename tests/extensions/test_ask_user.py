@@ -25,7 +25,7 @@ from agents.runtime import (
     ModelRequest,
     ToolMessage,
 )
-from agents.runtime.agent import CANCELLED_TOOL_CONTENT
+from agents.runtime.request import CANCELLED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET
 
@@ -181,7 +181,10 @@ async def test_refused_answers_return_nothing_and_change_nothing(start_run, sess
         "forged-id": answer(agent, session, "question-999", "Rome"),
         "tool-call-id": answer(agent, session, "call-q", "Rome"),
         "wrong-request-id": answer(agent, wrong_request, question_id, "Rome"),
-        "no-config": answer(agent, None, question_id, "Rome"),
+        # The extension itself refuses an event addressed to no request.
+        "no-config": ask_user.accept(
+            None, ExternalEvent(ASK_USER_ANSWER, {"id": question_id, "answer": "Rome"})
+        ),
         "no-id": agent.emit_external_event(
             ExternalEvent(ASK_USER_ANSWER, {"answer": "Rome"}), config=session
         ),

@@ -23,7 +23,7 @@ from agents.runtime import (
     ToolMessage,
     UserMessage,
 )
-from agents.runtime.agent import SKIPPED_TOOL_CONTENT
+from agents.runtime.request import SKIPPED_TOOL_CONTENT
 
 from .conftest import SAFETY_NET, ProbeTool
 
@@ -215,19 +215,22 @@ async def test_malformed_steering_is_refused_and_queues_nothing(start_run, sessi
 
 async def test_steering_for_another_request_or_session_is_refused(start_run, session, work):
     model = ScriptedModel([three_calls(), "Done all three."])
-    agent = Agent(model, tools=[work.tool], extensions=[SteeringExtension()])
+    steering = SteeringExtension()
+    agent = Agent(model, tools=[work.tool], extensions=[steering])
     run = start_run(agent, config=session)
     await asyncio.wait_for(work.started.wait(), SAFETY_NET)
 
     other_request = AgentRunConfig(session_id=session.session_id, request_id="request-a0")
     other_session = AgentRunConfig(session_id="session-b")
-    refusals = [steer(agent, other_request), steer(agent, other_session), steer(agent, None)]
+    # The extension itself refuses an event addressed to no request.
+    unaddressed = steering.accept(None, ExternalEvent(STEER_EVENT, {"text": "Stop."}))
+    refusals = [steer(agent, other_request), steer(agent, other_session), unaddressed]
     wrong_name = agent.emit_external_event(
         ExternalEvent("steering", {"text": "Go left."}), config=session
     )
     work.release.set()
 
-    assert refusals == [[], [], []]
+    assert refusals == [[], [], False]
     assert wrong_name == []
     await run.result()
     assert work.targets == ["one", "two", "three"]

@@ -100,9 +100,10 @@ async def test_closing_the_stream_early_cancels_the_run(
         seen.append(event.type)
         if event.type is AgentEventType.TOOL_STARTED and event.tool_call.id == "c2":  # type: ignore[union-attr]
             break
-    await wait(blocker.started.wait())
     await wait(stream.aclose())  # type: ignore[attr-defined]
 
+    # The run waited at TOOL_STARTED for the reader, so the tool itself never began.
+    assert not blocker.started.is_set()
     assert AgentEventType.RUN_COMPLETED not in seen
     assert_closed_after_cancel(memory, recorder, log)
     assert not agent.is_active("session-1")

@@ -18,6 +18,7 @@ from agents.runtime import (
     AgentRunContext,
     CompactionEvent,
     MessageAppendedEvent,
+    UserMessage,
 )
 
 from .conftest import Recorder, wait
@@ -110,3 +111,27 @@ async def test_compact_failure_goes_through_on_error(
 
     assert log[-1] == "on_error"
     assert not agent.is_active("session-1") and not recorder.pending
+
+
+class Pruner(AgentExtension):
+    """Adds a note while restoring, and on_compact drops it again."""
+
+    async def on_state(self, context: AgentRunContext) -> None:
+        context.add_message(UserMessage("restored note"))
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        kept = [m for m in context.state.messages if m.content != "restored note"]
+        context.replace_messages(kept, emit_new=False)
+
+
+async def test_compact_announces_setup_messages_before_on_compact_runs(
+    log: list[str], config: AgentRunConfig
+) -> None:
+    recorder = Recorder(log)
+    agent = Agent(ScriptedModel([]), extensions=[Pruner(), recorder])
+
+    await agent.compact(config=config)
+
+    announced = [e.message.content for e in recorder.events if isinstance(e, MessageAppendedEvent)]
+    assert announced == ["You are a helpful assistant.", "restored note"]
+    assert log.index("on_event:user") < log.index("on_compact")

@@ -49,9 +49,25 @@ DOCUMENTED = {
     "InMemoryMessageAccumulator",
 }
 
+# Public beyond ARCHITECTURE's list: each was added on purpose, so a new or vanished name
+# fails the exact comparison below until this set says so.
+EXTRA = {
+    "ExternalWaitClosed",
+    "MaxIterationsExceeded",
+    "MessageTiming",
+    "RunHandle",
+    "ToolArgumentsError",
+    "ToolCallDelta",
+    "UnknownToolError",
+}
 
-def test_all_contains_every_documented_name() -> None:
-    assert DOCUMENTED - set(agents.runtime.__all__) == set()
+
+def test_all_is_exactly_the_documented_names_and_the_pinned_extras() -> None:
+    exported = set(agents.runtime.__all__)
+
+    assert DOCUMENTED - exported == set()  # nothing documented is missing
+    assert exported - DOCUMENTED - EXTRA == set()  # nothing public arrived unnoticed
+    assert EXTRA <= exported  # and no pinned extra vanished
 
 
 def test_every_name_in_all_is_importable_and_listed_once() -> None:
@@ -92,3 +108,33 @@ def test_documented_import_works_as_the_first_import_of_a_process(statement: str
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_built_in_extensions_import_from_the_package() -> None:
+    import agents.extensions
+    from agents.extensions import approval, ask_user, steering
+
+    assert agents.extensions.ToolApprovalExtension is approval.ToolApprovalExtension
+    assert agents.extensions.AskUserExtension is ask_user.AskUserExtension
+    assert agents.extensions.SteeringExtension is steering.SteeringExtension
+    assert agents.extensions.InMemoryMessageAccumulator is memory.InMemoryMessageAccumulator
+    assert all(hasattr(agents.extensions, name) for name in agents.extensions.__all__)
+
+
+def test_the_runtime_imports_nothing_from_the_extensions_package() -> None:
+    # The default accumulator lives in the runtime; agents.extensions.memory re-exports it.
+    probe = (
+        "import sys, agents.runtime; "
+        "print(sorted(m for m in sys.modules if m.startswith('agents.extensions')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "__getattr__" not in vars(agents.runtime)

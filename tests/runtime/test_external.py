@@ -111,9 +111,8 @@ async def test_duplicate_answer_is_refused_and_changes_nothing() -> None:
         (answer(), AgentRunConfig(session_id="session-1", request_id="old-request")),
         (ExternalEvent("operator.answer", {"id": "q1"}), SESSION),
         (ExternalEvent("other.protocol", {"id": "q1", "text": "yes"}), SESSION),
-        (answer(), None),
     ],
-    ids=["stale-id", "foreign-session", "wrong-request", "bad-payload", "other-name", "no-config"],
+    ids=["stale-id", "foreign-session", "wrong-request", "bad-payload", "other-name"],
 )
 async def test_mismatched_answers_are_refused_and_leave_the_wait_open(
     event: ExternalEvent, config: AgentRunConfig | None
@@ -223,3 +222,33 @@ def test_emit_external_event_offers_every_extension_and_lists_acceptors_in_order
 
     assert accepted == ["early", "late"]
     assert (declines.offered, early.offered, late.offered) == (1, 1, 1)
+
+
+async def test_without_a_config_the_only_active_request_gets_the_event() -> None:
+    ask = AskOperator()
+    agent, run = await start(ask)
+
+    accepted = agent.emit_external_event(answer("from the monitor"))
+    await wait(run)
+
+    assert accepted == ["AskOperator"]
+    assert ask.answers == ["from the monitor"]
+
+
+async def test_without_a_config_and_two_active_requests_nobody_is_addressed() -> None:
+    ask = AskOperator()
+    agent = Agent(ScriptedModel(["Done.", "Done."]), extensions=[ask])
+    first = asyncio.create_task(agent.run("go", config=SESSION))
+    await wait(ask.asked.wait())
+    ask.asked.clear()
+    other = AgentRunConfig(session_id="session-2")
+    second = asyncio.create_task(agent.run("go", config=other))
+    await wait(ask.asked.wait())
+
+    refused = agent.emit_external_event(answer("for whom?"))
+    for config in (SESSION, other):
+        assert agent.emit_external_event(answer(), config=config) == ["AskOperator"]
+    await wait(asyncio.gather(first, second))
+
+    assert refused == []
+    assert ask.answers == ["yes", "yes"]

@@ -323,3 +323,19 @@ async def test_pending_clears_after_a_failed_request(config: AgentRunConfig) -> 
 
     assert not idle.pending
     assert not agent.pending
+
+
+async def test_pending_is_tracked_without_touching_the_extensions_attributes() -> None:
+    extension = AgentExtension()
+    before = dict(vars(extension))
+    model = GatedModel(["ok"])
+    agent = Agent(model, extensions=[extension])
+
+    run = asyncio.ensure_future(agent.run("hi"))
+    await asyncio.wait_for(model.entered.wait(), 5)
+    during = (extension.pending, dict(vars(extension)))
+    model.gate.set()
+    await asyncio.wait_for(run, 5)
+
+    assert during == (True, before)
+    assert not extension.pending and vars(extension) == before

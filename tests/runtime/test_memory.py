@@ -14,6 +14,7 @@ from agents.runtime import (
     AgentState,
     AssistantMessage,
     CompactionEvent,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -275,3 +276,59 @@ async def test_restored_tool_call_arguments_are_independent_of_memory(
     remembered = memory.messages("session-1")[1]
     assert isinstance(remembered, AssistantMessage)
     assert remembered.tool_calls[0].arguments == {"a": 1, "b": 1}
+
+
+class Recapper(AgentExtension):
+    """Compacts like the seed's example: rewrites the context, then announces the ranges."""
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        dialogue = [m for m in context.state.messages if m.include_in_messages]
+        recap = UserMessage("Recap in my words: Q1 got A1.")
+        instructions = [m for m in context.state.messages if not m.include_in_messages]
+        context.replace_messages([*instructions, recap, *dialogue[2:]], emit_new=False)
+        await context.publish(
+            CompactionEvent(
+                compressed_from=1, compressed_to=2, kept_from=3, kept_to=4, summary="Q1: A1."
+            )
+        )
+
+
+async def test_memory_keeps_the_context_the_compaction_hook_left() -> None:
+    memory = InMemoryMessageAccumulator()
+    await remember_two_exchanges(memory, "s")
+    agent = Agent(ScriptedModel(["A3"]), extensions=[memory, Recapper()])
+
+    await agent.compact(config=AgentRunConfig(session_id="s"))
+    await agent.run("Q3", config=AgentRunConfig(session_id="s"))
+
+    assert dialogue(agent.model.requests[0].messages) == [  # type: ignore[attr-defined]
+        ("system", "You are a helpful assistant."),
+        ("user", "Recap in my words: Q1 got A1."),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+        ("user", "Q3"),
+    ]
+
+
+async def test_a_system_message_marked_as_dialogue_is_remembered_in_its_place() -> None:
+    memory = InMemoryMessageAccumulator()
+    config = AgentRunConfig(session_id="s")
+
+    class Moder(AgentExtension):
+        async def before_run(self, context: AgentRunContext) -> None:
+            if context.input_message and context.input_message.content == "Q1":
+                context.add_message(SystemMessage("Mode: terse.", include_in_messages=True))
+
+    model = ScriptedModel(["A1", "A2"])
+    agent = Agent(model, extensions=[memory, Moder()])
+    await agent.run("Q1", config=config)
+    await agent.run("Q2", config=config)
+
+    assert dialogue(model.requests[1].messages) == [
+        ("system", "You are a helpful assistant."),
+        ("user", "Q1"),
+        ("system", "Mode: terse."),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+    ]
+    assert ("system", "You are a helpful assistant.") not in dialogue(memory.messages("s"))

@@ -7,6 +7,7 @@ from typing import Any
 from agents.providers.scripted import ScriptedModel, tool_call
 from agents.runtime import (
     Agent,
+    AgentEvent,
     AgentEventType,
     AgentPhase,
     AgentRunConfig,
@@ -56,3 +57,25 @@ async def test_messages_added_after_the_last_turn_reach_subscribers(
     events = await collect(agent, "hi", config)
     assert published[-2:] == ["added in after_run", "added in on_success"]
     assert events[-1].type is AgentEventType.RUN_COMPLETED
+
+
+async def test_a_compaction_inside_a_request_is_stamped_compacting_then_returns_to_ready(
+    config: AgentRunConfig,
+) -> None:
+    async def compact_first(context: Any, request: Any) -> None:
+        await context.emit(AgentEvent(AgentEventType.COMPACTION_STARTED))
+        await context.emit(AgentEvent(AgentEventType.CUSTOM, name="compaction.progress"))
+        await context.emit(AgentEvent(AgentEventType.COMPACTION_COMPLETED))
+        phases_after.append(context.state.phase)
+
+    phases_after: list[AgentPhase] = []
+    compactor = CallbackExtension(before_model=compact_first)
+    events = await collect(Agent(ScriptedModel(["ok"]), extensions=[compactor]), "hi", config)
+
+    stamped = [(e.type.name, e.phase) for e in events if e.type.name.startswith(("COMP", "CUS"))]
+    assert stamped == [
+        ("COMPACTION_STARTED", AgentPhase.COMPACTING),
+        ("CUSTOM", AgentPhase.COMPACTING),
+        ("COMPACTION_COMPLETED", AgentPhase.COMPACTING),
+    ]
+    assert phases_after == [AgentPhase.READY]

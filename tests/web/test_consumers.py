@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -125,6 +126,27 @@ def pausing(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, int], PausingMode
     return install
 
 
+_sentinels = itertools.count(1)
+
+
+async def next_is_sentinel(socket: Socket, channel_layer: Any, session_id: str) -> bool:
+    """Whether the socket rendered nothing for the frames sent to its session group so far.
+
+    A run.state of an unrelated run goes through the same group, which reaches the socket in
+    order: if its status bar is the next frame the socket sends, every frame before it was
+    dropped. Deterministic, unlike waiting a while for nothing to arrive.
+    """
+    label = f"sentinel-{next(_sentinels)}"
+    row = {"request_id": label, "status": "completed", "phase": label}
+    await channel_layer.group_send(
+        session_group(session_id), {"type": "run.state", "request_id": label, "seq": 1, "run": row}
+    )
+    frame = await socket.next()
+    if f'data-phase="{label}"' in frame:
+        return True
+    raise AssertionError(f"expected the sentinel's status bar next, got: {frame[:300]}")
+
+
 def streamed(frames: list[str]) -> str:
     return "".join(html.unescape(text) for frame in frames for _, text in DELTA.findall(frame))
 
@@ -188,7 +210,7 @@ async def test_staff_may_watch_another_users_session(
 
 
 async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
-    connect: Any, user: Any, make_profile: Any, make_session: Any
+    connect: Any, channel_layer: Any, user: Any, make_profile: Any, make_session: Any
 ) -> None:
     session = await make_session(user, await make_profile())
     await Message.objects.acreate(session=session, seq=1, message_id="m-1", role="user",
@@ -199,7 +221,7 @@ async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
     assert 'data-message-id="m-1"' in snapshot and "earlier &lt;question&gt;" in snapshot
     assert '<div id="run-status"' in snapshot and 'data-status="idle"' in snapshot
     assert '<div id="waiting"' in snapshot
-    assert await socket.communicator.receive_nothing(timeout=0.1)
+    assert await next_is_sentinel(socket, channel_layer, session.id)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +244,13 @@ async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
     ],
 )
 async def test_bad_frames_get_an_error_fragment_and_change_nothing(
-    connect: Any, user: Any, make_profile: Any, make_session: Any, raw: str, code: str
+    connect: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+    raw: str,
+    code: str,
 ) -> None:
     session = await make_session(user, await make_profile())
     socket = await connect(f"/ws/sessions/{session.id}/", user)
@@ -231,7 +259,7 @@ async def test_bad_frames_get_an_error_fragment_and_change_nothing(
     error = await socket.next()
     assert error.startswith('<div hx-swap-oob="innerHTML:#errors">')
     assert f'data-error="{code}"' in error
-    assert await socket.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(socket, channel_layer, session.id)
     assert await Run.objects.acount() == 0
     assert await OperatorAction.objects.acount() == 0
 
@@ -312,7 +340,7 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
         "type": "run.started", "request_id": run["request_id"], "seq": 1, "run": run,
         "message": user_message,
     })  # fmt: skip
-    assert await second.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(second, channel_layer, session.id)
 
     model.resume.set()
     rest = await second.until(lambda frame: 'data-status="completed"' in frame)
@@ -355,7 +383,38 @@ async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
         "type": "run.delta", "request_id": run["request_id"], "seq": covered.seq + 1,
         "first_seq": covered.seq + 1, "kind": "text", "text": "tool.", "iteration": 1,
     })  # fmt: skip
-    assert await again.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(again, channel_layer, session.id)
+    await manager.control(session.id, user, "cancel", {})
+
+
+async def test_a_message_the_snapshot_shows_is_not_appended_again(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    profile = await make_profile(
+        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    )
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="what is 6*7?")
+    await socket.until(lambda frame: "approval" in frame)
+
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    await again.next()
+    covered = await manager.snapshot(session.id)
+    shown = next(m for m in covered.messages if m["role"] == "assistant")
+    # The same message again with a fresh seq (a host's retry, a replay after a reconnect):
+    # the page already shows it, so nothing may be appended.
+    await channel_layer.group_send(session_group(session.id), {
+        "type": "run.message", "request_id": covered.run["request_id"],
+        "seq": covered.seq + 1, "message": shown,
+    })  # fmt: skip
+    assert await next_is_sentinel(again, channel_layer, session.id)
     await manager.control(session.id, user, "cancel", {})
 
 
@@ -380,7 +439,7 @@ async def test_late_frames_of_a_run_the_snapshot_shows_finished_are_dropped(
         "type": "run.delta", "request_id": run.request_id, "seq": 3, "first_seq": 3,
         "kind": "text", "text": "again", "iteration": 1,
     })  # fmt: skip
-    assert await again.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(again, channel_layer, session.id)
 
 
 async def test_cancel_shows_requested_then_stopped_and_the_run_ends_cancelled(

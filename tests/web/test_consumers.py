@@ -7,9 +7,11 @@ import html
 import itertools
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import channels.layers
 import pytest
 from asgiref.sync import sync_to_async
 from channels.auth import AuthMiddlewareStack
@@ -25,6 +27,7 @@ from agents.providers import registry
 from agents.providers.registry import ProviderSpec, ScriptedSettings
 from agents.providers.scripted import ScriptedModel
 from agents.web.routing import websocket_urlpatterns
+from zett_site.layers import EmbeddedChannelLayer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -474,6 +477,70 @@ async def test_staff_acting_on_another_users_idle_session_gets_an_explicit_rejec
     assert "No run is active" in reply
     action = await OperatorAction.objects.select_related("user").aget()
     assert (action.user, action.action, action.outcome) == (staff_user, "cancel", "rejected")
+
+
+# -- group membership ----------------------------------------------------------------------------
+
+GROUP_EXPIRY = 3  # seconds; the consumers re-join every group_expiry / 3 (at least every 1 s)
+
+
+class RefreshWatchingLayer(EmbeddedChannelLayer):
+    """The embedded layer scanning for expiry on every call, and telling when a socket re-joins."""
+
+    cleanup_interval = 0.0
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.rejoined = asyncio.Event()
+
+    async def group_add(self, group: str, channel: str) -> None:
+        again = channel in self.groups.get(group, {})
+        await super().group_add(group, channel)
+        if again and group.startswith("session."):
+            self.rejoined.set()
+
+
+class LayerClock:
+    """The wall clock channels' in-memory layer dates group memberships by, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def layer_clock(settings: Any, monkeypatch: pytest.MonkeyPatch) -> LayerClock:
+    """A layer with a short group_expiry whose clock the test moves (ask for it first)."""
+    clock = LayerClock()
+    monkeypatch.setattr(channels.layers, "time", clock)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": f"{__name__}.RefreshWatchingLayer",
+            "CONFIG": {"group_expiry": GROUP_EXPIRY},
+        }
+    }
+    return clock
+
+
+async def test_a_long_lived_socket_still_gets_frames_after_group_expiry(
+    layer_clock: LayerClock,
+    connect: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    assert isinstance(channel_layer, RefreshWatchingLayer)
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()  # the snapshot: the socket joined its group at layer_clock.now
+    layer_clock.now += GROUP_EXPIRY - 1  # the first membership is still valid
+    # The renewal must come before group_expiry has passed for real, too.
+    await asyncio.wait_for(channel_layer.rejoined.wait(), GROUP_EXPIRY)
+    layer_clock.now += 2  # past group_expiry since the join: only a renewed membership lives
+    assert await next_is_sentinel(socket, channel_layer, session.id)
 
 
 # -- the monitor -------------------------------------------------------------------------------

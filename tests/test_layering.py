@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import textwrap
@@ -87,6 +88,26 @@ def _is_module(name: str, root: Path) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
+@functools.cache
+def _bound_by_package(name: str, root: Path) -> frozenset[str]:
+    """Names a package's __init__ binds to something other than its own submodule.
+
+    ``from pkg import x`` then means that object (as Python resolves it), not ``pkg.x``.
+    """
+    init = root.joinpath(*name.split("."), "__init__.py")
+    if not init.is_file():
+        return frozenset()
+    bound: set[str] = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
+            bound.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return frozenset(bound)
+
+
 def imports_of(path: Path, root: Path) -> Iterator[Import]:
     """Every import in a file, at any depth (function-level and TYPE_CHECKING ones too)."""
     module = _module_name(path, root)
@@ -107,8 +128,9 @@ def imports_of(path: Path, root: Path) -> Iterator[Import]:
                 base = node.module or ""
             yield Import(module, base, where)
             for alias in node.names:
-                if _is_module(f"{base}.{alias.name}", root):
-                    yield Import(module, f"{base}.{alias.name}", where)
+                submodule = f"{base}.{alias.name}"
+                if _is_module(submodule, root) and alias.name not in _bound_by_package(base, root):
+                    yield Import(module, submodule, where)
 
 
 def _within(name: str, package: str) -> bool:
@@ -205,8 +227,10 @@ def test_import_reader_finds_nested_relative_and_submodule_imports(tmp_path: Pat
         package.mkdir(exist_ok=True)
         (package / "__init__.py").write_text("")
     (hosting / "db.py").write_text("")
+    (hosting / "watch.py").write_text("def watch(): ...\n")
+    (hosting / "__init__.py").write_text("from .watch import watch\n")
     (web / "views.py").write_text(
-        "from ..hosting import Snapshot\n"
+        "from ..hosting import Snapshot, watch  # the face's function, not the module\n"
         "def page():\n"
         "    from ..hosting import db\n"
         "    import agents.hosting.db\n"

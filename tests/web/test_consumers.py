@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import html
+import itertools
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import channels.layers
 import pytest
 from asgiref.sync import sync_to_async
 from channels.auth import AuthMiddlewareStack
@@ -24,6 +27,7 @@ from agents.providers import registry
 from agents.providers.registry import ProviderSpec, ScriptedSettings
 from agents.providers.scripted import ScriptedModel
 from agents.web.routing import websocket_urlpatterns
+from zett_site.layers import EmbeddedChannelLayer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,6 +129,27 @@ def pausing(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, int], PausingMode
     return install
 
 
+_sentinels = itertools.count(1)
+
+
+async def next_is_sentinel(socket: Socket, channel_layer: Any, session_id: str) -> bool:
+    """Whether the socket rendered nothing for the frames sent to its session group so far.
+
+    A run.state of an unrelated run goes through the same group, which reaches the socket in
+    order: if its status bar is the next frame the socket sends, every frame before it was
+    dropped. Deterministic, unlike waiting a while for nothing to arrive.
+    """
+    label = f"sentinel-{next(_sentinels)}"
+    row = {"request_id": label, "status": "completed", "phase": label}
+    await channel_layer.group_send(
+        session_group(session_id), {"type": "run.state", "request_id": label, "seq": 1, "run": row}
+    )
+    frame = await socket.next()
+    if f'data-phase="{label}"' in frame:
+        return True
+    raise AssertionError(f"expected the sentinel's status bar next, got: {frame[:300]}")
+
+
 def streamed(frames: list[str]) -> str:
     return "".join(html.unescape(text) for frame in frames for _, text in DELTA.findall(frame))
 
@@ -188,7 +213,7 @@ async def test_staff_may_watch_another_users_session(
 
 
 async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
-    connect: Any, user: Any, make_profile: Any, make_session: Any
+    connect: Any, channel_layer: Any, user: Any, make_profile: Any, make_session: Any
 ) -> None:
     session = await make_session(user, await make_profile())
     await Message.objects.acreate(session=session, seq=1, message_id="m-1", role="user",
@@ -199,7 +224,7 @@ async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
     assert 'data-message-id="m-1"' in snapshot and "earlier &lt;question&gt;" in snapshot
     assert '<div id="run-status"' in snapshot and 'data-status="idle"' in snapshot
     assert '<div id="waiting"' in snapshot
-    assert await socket.communicator.receive_nothing(timeout=0.1)
+    assert await next_is_sentinel(socket, channel_layer, session.id)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +247,13 @@ async def test_connect_replaces_transcript_status_and_waits_with_the_snapshot(
     ],
 )
 async def test_bad_frames_get_an_error_fragment_and_change_nothing(
-    connect: Any, user: Any, make_profile: Any, make_session: Any, raw: str, code: str
+    connect: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+    raw: str,
+    code: str,
 ) -> None:
     session = await make_session(user, await make_profile())
     socket = await connect(f"/ws/sessions/{session.id}/", user)
@@ -231,7 +262,7 @@ async def test_bad_frames_get_an_error_fragment_and_change_nothing(
     error = await socket.next()
     assert error.startswith('<div hx-swap-oob="innerHTML:#errors">')
     assert f'data-error="{code}"' in error
-    assert await socket.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(socket, channel_layer, session.id)
     assert await Run.objects.acount() == 0
     assert await OperatorAction.objects.acount() == 0
 
@@ -312,7 +343,7 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
         "type": "run.started", "request_id": run["request_id"], "seq": 1, "run": run,
         "message": user_message,
     })  # fmt: skip
-    assert await second.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(second, channel_layer, session.id)
 
     model.resume.set()
     rest = await second.until(lambda frame: 'data-status="completed"' in frame)
@@ -355,7 +386,38 @@ async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
         "type": "run.delta", "request_id": run["request_id"], "seq": covered.seq + 1,
         "first_seq": covered.seq + 1, "kind": "text", "text": "tool.", "iteration": 1,
     })  # fmt: skip
-    assert await again.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(again, channel_layer, session.id)
+    await manager.control(session.id, user, "cancel", {})
+
+
+async def test_a_message_the_snapshot_shows_is_not_appended_again(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    profile = await make_profile(
+        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    )
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="what is 6*7?")
+    await socket.until(lambda frame: "approval" in frame)
+
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    await again.next()
+    covered = await manager.snapshot(session.id)
+    shown = next(m for m in covered.messages if m["role"] == "assistant")
+    # The same message again with a fresh seq (a host's retry, a replay after a reconnect):
+    # the page already shows it, so nothing may be appended.
+    await channel_layer.group_send(session_group(session.id), {
+        "type": "run.message", "request_id": covered.run["request_id"],
+        "seq": covered.seq + 1, "message": shown,
+    })  # fmt: skip
+    assert await next_is_sentinel(again, channel_layer, session.id)
     await manager.control(session.id, user, "cancel", {})
 
 
@@ -380,7 +442,7 @@ async def test_late_frames_of_a_run_the_snapshot_shows_finished_are_dropped(
         "type": "run.delta", "request_id": run.request_id, "seq": 3, "first_seq": 3,
         "kind": "text", "text": "again", "iteration": 1,
     })  # fmt: skip
-    assert await again.communicator.receive_nothing(timeout=0.2)
+    assert await next_is_sentinel(again, channel_layer, session.id)
 
 
 async def test_cancel_shows_requested_then_stopped_and_the_run_ends_cancelled(
@@ -415,6 +477,70 @@ async def test_staff_acting_on_another_users_idle_session_gets_an_explicit_rejec
     assert "No run is active" in reply
     action = await OperatorAction.objects.select_related("user").aget()
     assert (action.user, action.action, action.outcome) == (staff_user, "cancel", "rejected")
+
+
+# -- group membership ----------------------------------------------------------------------------
+
+GROUP_EXPIRY = 3  # seconds; the consumers re-join every group_expiry / 3 (at least every 1 s)
+
+
+class RefreshWatchingLayer(EmbeddedChannelLayer):
+    """The embedded layer scanning for expiry on every call, and telling when a socket re-joins."""
+
+    cleanup_interval = 0.0
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.rejoined = asyncio.Event()
+
+    async def group_add(self, group: str, channel: str) -> None:
+        again = channel in self.groups.get(group, {})
+        await super().group_add(group, channel)
+        if again and group.startswith("session."):
+            self.rejoined.set()
+
+
+class LayerClock:
+    """The wall clock channels' in-memory layer dates group memberships by, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def layer_clock(settings: Any, monkeypatch: pytest.MonkeyPatch) -> LayerClock:
+    """A layer with a short group_expiry whose clock the test moves (ask for it first)."""
+    clock = LayerClock()
+    monkeypatch.setattr(channels.layers, "time", clock)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": f"{__name__}.RefreshWatchingLayer",
+            "CONFIG": {"group_expiry": GROUP_EXPIRY},
+        }
+    }
+    return clock
+
+
+async def test_a_long_lived_socket_still_gets_frames_after_group_expiry(
+    layer_clock: LayerClock,
+    connect: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    assert isinstance(channel_layer, RefreshWatchingLayer)
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()  # the snapshot: the socket joined its group at layer_clock.now
+    layer_clock.now += GROUP_EXPIRY - 1  # the first membership is still valid
+    # The renewal must come before group_expiry has passed for real, too.
+    await asyncio.wait_for(channel_layer.rejoined.wait(), GROUP_EXPIRY)
+    layer_clock.now += 2  # past group_expiry since the join: only a renewed membership lives
+    assert await next_is_sentinel(socket, channel_layer, session.id)
 
 
 # -- the monitor -------------------------------------------------------------------------------

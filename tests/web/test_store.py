@@ -7,8 +7,19 @@ from typing import Any
 import pytest
 
 from agents.models import Message, Run
-from agents.runtime import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from agents.providers.scripted import ScriptedModel
+from agents.runtime import (
+    Agent,
+    AgentExtension,
+    AgentRunConfig,
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from agents.runtime.context import AgentRunContext
 from agents.runtime.history import INTERRUPTED_TOOL_CONTENT
+from agents.session_store import DjangoSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -254,3 +265,45 @@ async def test_cancel_mid_tool_leaves_a_valid_conversation_with_gapless_seqs(
     assert [m.role for m in rows[3:]] == ["user", "assistant"]
     assert (await Run.objects.aget(request_id=second.request_id)).status == "completed"
     _assert_every_call_answered(rows)
+
+
+class _Interloper(AgentExtension):
+    """Another writer (an operator's note, a recovered run) that stores a message of the session
+    after the store read the history and before it writes: it takes the store's next seq."""
+
+    priority = 50  # on_state after the store's (priority 10)
+
+    async def on_state(self, context: AgentRunContext) -> None:
+        last = await Message.objects.filter(session_id=context.session_id).acount()
+        await Message.objects.acreate(
+            session_id=context.session_id,
+            seq=last + 1,
+            message_id="interloper",
+            role="assistant",
+            content="a note stored by someone else",
+            include_in_messages=False,
+        )
+
+
+async def test_a_seq_taken_by_another_writer_is_skipped_not_a_failed_run(
+    user: Any, make_profile: Any, make_session: Any
+) -> None:
+    profile = await make_profile()
+    session = await make_session(user, profile)
+    await Message.objects.acreate(
+        session=session, seq=1, message_id="u0", role="user", content="earlier"
+    )
+    agent = Agent(
+        ScriptedModel(["Stored anyway."]), extensions=[DjangoSessionStore(), _Interloper()]
+    )
+
+    answer = await agent.run("next", config=AgentRunConfig(session_id=session.id))
+
+    assert answer.content == "Stored anyway."
+    rows = await _rows(session.id)
+    assert [(m.seq, m.message_id, m.content) for m in rows] == [
+        (1, "u0", "earlier"),
+        (2, "interloper", "a note stored by someone else"),
+        (3, rows[2].message_id, "next"),
+        (4, answer.id, "Stored anyway."),
+    ]

@@ -355,15 +355,11 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
     assert await assistant_contents(session.id) == [answer]
 
 
-async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
-    connect: Any,
-    manager: Any,
-    channel_layer: Any,
-    user: Any,
-    make_profile: Any,
-    make_session: Any,
-) -> None:
-    # The first answer (with its tool call) is stored; the run then waits for approval.
+async def _second_tab_while_approval_waits(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> tuple[Any, Socket, str]:
+    """A run whose first answer (with its tool call) is stored and that waits for approval,
+    and a second tab opened on it: (session, the second tab, its snapshot frame)."""
     profile = await make_profile(
         extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
     )
@@ -374,7 +370,20 @@ async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
     await socket.until(lambda frame: "approval" in frame)
 
     again = await connect(f"/ws/sessions/{session.id}/", user)
-    snapshot = await again.next()
+    return session, again, await again.next()
+
+
+async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    session, again, snapshot = await _second_tab_while_approval_waits(
+        connect, user, make_profile, make_session
+    )
     assert "Let me use the calculator tool." in snapshot
     covered = await manager.snapshot(session.id)
     assert covered.persisted_iterations == 1
@@ -398,17 +407,9 @@ async def test_a_message_the_snapshot_shows_is_not_appended_again(
     make_profile: Any,
     make_session: Any,
 ) -> None:
-    profile = await make_profile(
-        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    session, again, _ = await _second_tab_while_approval_waits(
+        connect, user, make_profile, make_session
     )
-    session = await make_session(user, profile)
-    socket = await connect(f"/ws/sessions/{session.id}/", user)
-    await socket.next()
-    await socket.send(type="message", text="what is 6*7?")
-    await socket.until(lambda frame: "approval" in frame)
-
-    again = await connect(f"/ws/sessions/{session.id}/", user)
-    await again.next()
     covered = await manager.snapshot(session.id)
     shown = next(m for m in covered.messages if m["role"] == "assistant")
     # The same message again with a fresh seq (a host's retry, a replay after a reconnect):

@@ -51,9 +51,10 @@ class DjangoSessionStore(AgentExtension):
     restart loses nothing that was appended. Restored history follows the
     accumulator's rules: only ``include_in_messages`` messages (so system
     instructions only when an extension marked them so), and tool calls left
-    without a result by an interrupted run are closed for the provider (request-scoped, not persisted). Rows that already belong
-    to this request (the host stores the input message with the Run, in one
-    transaction) are not restored as history, and not written a second time.
+    without a result by an interrupted run are closed for the provider
+    (request-scoped, not persisted). Rows that already belong to this request (the
+    host stores the input message with the Run, in one transaction) are not
+    restored as history, and not written a second time.
     Database hops are retried on a fresh connection (agents.db_retry).
     """
 

@@ -269,6 +269,15 @@ def _channel_layers() -> dict[str, Any]:
                 },
             }
         }
+    if os.environ.get("ZETT_REDIS_LAYER", "core").strip() == "pubsub":
+        return {
+            "default": {
+                # One PUBLISH per group send; groups are this process's subscriptions, so
+                # a Redis restart loses none (the layer re-subscribes when it reconnects).
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [{"address": redis_url}]},
+            }
+        }
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

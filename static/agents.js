@@ -77,6 +77,55 @@
     followQuestion();
   });
 
+  // -- following new content ------------------------------------------------------------
+  // A reader at the bottom of the chat follows what arrives (answers, tool cards, waits), so
+  // the message box stays in view; one who scrolled up keeps their place and is offered a
+  // "jump to latest" button instead.
+
+  var SLACK = 48;  // pixels from the bottom that still count as "at the bottom"
+  var following = true;
+  var snapshotSeen = false;
+
+  function atBottom() {
+    var doc = document.documentElement;
+    return window.innerHeight + window.scrollY >= doc.scrollHeight - SLACK;
+  }
+
+  function jumpButton() { return document.getElementById("jump-latest"); }
+
+  function toBottom() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+    var jump = jumpButton();
+    if (jump) { jump.hidden = true; }
+  }
+
+  document.body.addEventListener("htmx:wsBeforeMessage", function () {
+    following = atBottom();
+  });
+
+  document.body.addEventListener("htmx:wsAfterMessage", function () {
+    if (!document.getElementById("transcript") || !jumpButton()) { return; }
+    if (!snapshotSeen) {  // the first snapshot: open a long chat at its end
+      snapshotSeen = true;
+      toBottom();
+      return;
+    }
+    if (following) { toBottom(); } else if (!atBottom()) { jumpButton().hidden = false; }
+  });
+
+  window.addEventListener("scroll", function () {
+    var jump = jumpButton();
+    if (jump && !jump.hidden && atBottom()) { jump.hidden = true; }
+  }, { passive: true });
+
+  document.body.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#jump-latest")) {
+      toBottom();
+      var form = composer();
+      if (form) { form.querySelector("textarea[name=text]").focus({ preventScroll: true }); }
+    }
+  });
+
   document.body.addEventListener("htmx:wsClose", function (event) {
     sentFrom = [];  // frames in flight get no reply on a closed socket
     var code = event.detail.event.code;

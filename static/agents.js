@@ -1,5 +1,6 @@
 // Chat and monitor pages: connection state, reconnect after clean closes, live elapsed times,
-// forms that reset after sending (no inline handlers: the CSP forbids them).
+// the composer (what its box sends, when it empties) and following new content.
+// No inline handlers: the CSP forbids them, so everything is bound here.
 (function () {
   "use strict";
 
@@ -12,13 +13,121 @@
 
   document.body.addEventListener("htmx:wsOpen", function () { label("live", "open"); });
 
-  // Message and steering forms empty themselves once their frame is on the wire.
+  // -- the composer ------------------------------------------------------------------------
+
+  function composer() { return document.getElementById("message-form"); }
+
+  function openQuestion() {
+    return document.querySelector("#waiting [data-testid=question-card]");
+  }
+
+  // While the agent waits on a question, the main box answers it (steering keeps its own
+  // control): say so in the placeholder, so what is typed there is never taken as steering.
+  function followQuestion() {
+    var form = composer();
+    if (!form) { return; }
+    var box = form.querySelector("textarea[name=text]");
+    if (!box.dataset.placeholder) { box.dataset.placeholder = box.placeholder; }
+    var question = openQuestion();
+    if (question) {
+      box.placeholder = "Answer the agent's question: " + (question.dataset.question || "");
+      form.dataset.answers = question.dataset.waitId;
+    } else {
+      box.placeholder = box.dataset.placeholder;
+      delete form.dataset.answers;
+    }
+  }
+
+  document.body.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target;
+    if (form !== composer()) { return; }
+    var question = openQuestion();
+    if (!question) { return; }
+    var params = event.detail.parameters;
+    var text = params.text;
+    delete params.text;
+    params.type = "answer";
+    params.id = question.dataset.waitId;
+    params.answer = text;
+  });
+
+  // Each frame a page sends gets exactly one reply (or error fragment) back, in order: the
+  // form that sent it learns its outcome, and empties only when it was accepted. A refused
+  // message keeps its text, beside the reason, so nothing typed is lost.
+  var sentFrom = [];
+
   document.body.addEventListener("htmx:wsAfterSend", function (event) {
-    var form = event.target.closest && event.target.closest("form[data-reset-on-send]");
-    if (form) { form.reset(); }
+    var form = event.target.closest && event.target.closest("form");
+    sentFrom.push(form || null);
+    var errors = document.getElementById("errors");
+    if (errors) { errors.innerHTML = ""; }
+  });
+
+  var ACCEPTED = /data-testid="control-reply"[^>]*data-reply="accepted"/;
+  var ANSWERED = /data-testid="(control-reply|frame-error)"/;
+
+  document.body.addEventListener("htmx:wsAfterMessage", function (event) {
+    var message = typeof event.detail.message === "string" ? event.detail.message : "";
+    if (ANSWERED.test(message)) {
+      var form = sentFrom.shift();
+      if (form && form.hasAttribute("data-reset-on-send") && ACCEPTED.test(message)) {
+        form.reset();
+      }
+    }
+    followQuestion();
+  });
+
+  // -- following new content ------------------------------------------------------------
+  // A reader at the bottom of the chat follows what arrives (answers, tool cards, waits), so
+  // the message box stays in view; one who scrolled up keeps their place and is offered a
+  // "jump to latest" button instead.
+
+  var SLACK = 48;  // pixels from the bottom that still count as "at the bottom"
+  var following = true;
+  var snapshotSeen = false;
+
+  function atBottom() {
+    var doc = document.documentElement;
+    return window.innerHeight + window.scrollY >= doc.scrollHeight - SLACK;
+  }
+
+  function jumpButton() { return document.getElementById("jump-latest"); }
+
+  function toBottom() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+    var jump = jumpButton();
+    if (jump) { jump.hidden = true; }
+  }
+
+  document.body.addEventListener("htmx:wsBeforeMessage", function () {
+    following = atBottom();
+  });
+
+  document.body.addEventListener("htmx:wsAfterMessage", function () {
+    if (!document.getElementById("transcript") || !jumpButton()) { return; }
+    if (!snapshotSeen) {  // the first snapshot: open a long chat at its end
+      snapshotSeen = true;
+      toBottom();
+      return;
+    }
+    if (following) { toBottom(); } else if (!atBottom()) { jumpButton().hidden = false; }
+  });
+
+  window.addEventListener("scroll", function () {
+    var jump = jumpButton();
+    if (jump && !jump.hidden && atBottom()) { jump.hidden = true; }
+  }, { passive: true });
+
+  document.body.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#jump-latest")) {
+      toBottom();
+      var form = composer();
+      if (form) { form.querySelector("textarea[name=text]").focus({ preventScroll: true }); }
+    }
   });
 
   document.body.addEventListener("htmx:wsClose", function (event) {
+    sentFrom = [];  // frames in flight get no reply on a closed socket
     var code = event.detail.event.code;
     // 44xx: the server refused us (login, permission, unknown session): never retry.
     if (code >= 4400 && code < 4500) {
@@ -43,4 +152,5 @@
     });
   }
   setInterval(tick, 1000);
+  followQuestion();
 })();

@@ -117,7 +117,8 @@ class RunProjection:
             self.reasoning.clear()
             self.text_chars = self.reasoning_chars = 0
             step.frames.append({"type": "run.model_started", **base, "iteration": event.iteration})
-            step.checkpoint = False
+            # Checkpointed: a monitor or run page opened during a long model call reads the
+            # row and the trace from the database, and must see this call, not "created".
         elif kind is ET.MODEL_COMPLETED:
             usage = event.usage
             if usage is not None:

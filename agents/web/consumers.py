@@ -19,7 +19,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, layer_watch, session_group
-from . import queries, rendering
+from . import queries, rendering, revocation
 from .access import may_use_session
 from .frames import MONITOR_FRAME_TYPES, Frame, FrameError, parse_frame
 from .live import LiveFilter
@@ -101,7 +101,12 @@ class _GroupConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     def groups_to_join(self) -> list[str]:
-        return []
+        """The revocation groups; subclasses add theirs."""
+        return revocation.groups_for(self.scope)
+
+    async def auth_revoked(self, event: dict[str, Any]) -> None:
+        """The user logged out, changed their password or was deactivated: close as 4401."""
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def join(self) -> None:
         self.joined = self.groups_to_join()
@@ -206,7 +211,7 @@ class SessionConsumer(_GroupConsumer):
         await self.send(text_data=html)
 
     def groups_to_join(self) -> list[str]:
-        return [session_group(self.session_id)]
+        return [*super().groups_to_join(), session_group(self.session_id)]
 
     async def layer_lost(self) -> None:
         if getattr(self, "live", None) is not None:  # else the snapshot to come says so
@@ -330,7 +335,7 @@ class MonitorConsumer(_GroupConsumer):
         await self.send(text_data=rendering.monitor_tables(active, recent))
 
     def groups_to_join(self) -> list[str]:
-        return [MONITOR_GROUP]
+        return [*super().groups_to_join(), MONITOR_GROUP]
 
     async def layer_back(self) -> None:
         active, recent = await _monitor_runs()

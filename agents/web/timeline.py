@@ -31,7 +31,7 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """Everything in one model iteration (0: before the first model call)."""
+    """One model call and what followed it until the next (0: before the first model call)."""
 
     iteration: int
     steps: tuple[Step, ...]
@@ -74,10 +74,13 @@ def build(events: Sequence[Any]) -> list[Turn]:
         bucket.append(step)
         return len(bucket) - 1
 
+    current = 0  # the latest model call: tool and other events carry no iteration of their own
     for event in sorted(events, key=lambda entry: entry.seq):
         kind = str(event.type).removeprefix("run.")
         data = event.data or {}
-        iteration = int(event.iteration or 0)
+        iteration = int(event.iteration or 0) or current
+        if kind == "model_started":
+            current = iteration
         offset = _ms(origin, event.at)
         if kind in ("text_delta", "reasoning_delta"):
             if data.get("kind", "text") == "text":

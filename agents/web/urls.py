@@ -2,7 +2,10 @@
 
 from django.urls import path
 
-from . import views
+# revocation connects its signal receivers. It is imported with the first request of every
+# process that serves pages, so a logout, a password change or a deactivation there closes
+# the user's sockets on every process.
+from . import revocation, views  # noqa: F401
 
 app_name = "agents"
 

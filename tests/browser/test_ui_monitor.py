@@ -1,0 +1,51 @@
+"""The monitor and the run page in a real browser, for runs that began before they were opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from agents.models import AgentProfile, ChatSession, Run
+
+pytestmark = pytest.mark.browser
+
+SHORT = 5_000
+RUN = 30_000
+LONG_PROMPT = " ".join(["a long sentence that keeps the model busy for a good while"] * 4)
+
+
+def test_a_monitor_and_run_page_opened_mid_call_show_the_current_phase_calls_and_trace(
+    new_context: Any, live_url: str, login: Any, user: Any, staff_user: Any, password: str
+) -> None:
+    profile = AgentProfile.objects.create(
+        name="Slow", slug="slow-monitor", provider="demo", provider_settings={"delay": 0.08}
+    )
+    session = ChatSession.objects.create(owner=user, profile=profile)
+    chat = new_context().new_page()
+    login(chat, user.username, password)
+    chat.goto(f"{live_url}/sessions/{session.pk}/")
+    chat.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    chat.fill("[data-testid=message-form] textarea[name=text]", LONG_PROMPT)
+    chat.click("[data-testid=message-form] button[type=submit]")
+    expect(chat.locator("[data-testid=streaming-text]")).not_to_be_empty(timeout=SHORT)
+
+    monitor = new_context().new_page()
+    login(monitor, staff_user.username, password)
+    monitor.goto(f"{live_url}/monitor/")
+    monitor.wait_for_selector("#active-runs[data-snapshot]", state="attached", timeout=SHORT)
+    run = Run.objects.get(session=session)
+    row = monitor.locator(f"#active-runs [data-request-id='{run.request_id}']")
+    expect(row).to_have_attribute("data-phase", "generating")
+    expect(row.locator("[data-testid=monitor-iterations]")).to_have_text("1")
+
+    monitor.goto(f"{live_url}/runs/{run.request_id}/")
+    expect(monitor.locator("[data-testid=run-summary]")).to_contain_text("1 model call")
+    turn = monitor.locator("[data-testid=turn][data-iteration='1']")
+    expect(turn.locator("[data-testid=step][data-kind=model]")).to_have_attribute(
+        "data-state", "running"
+    )
+    assert chat.locator("[data-testid=message][data-role=assistant]").count() == 0, (
+        "the answer finished before the pages were checked: make the prompt longer"
+    )

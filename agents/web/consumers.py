@@ -203,12 +203,13 @@ class SessionConsumer(_GroupConsumer):
         snap = await get_run_manager().snapshot(self.session_id)
         snap.live = snap.live and self.layer_ok
         self.live = LiveFilter(snap)
-        html = rendering.snapshot(self.session_id, snap)
+        frames = rendering.snapshot_frames(self.session_id, snap)
         if following and (snap.run is None or snap.run["request_id"] != following):
             row = await _run_row(following)
             if row is not None:
-                html += rendering.run_status(self.session_id, row, oob=True)
-        await self.send(text_data=html)
+                frames[-1] += rendering.run_status(self.session_id, row, oob=True)
+        for frame in frames:
+            await self.send(text_data=frame)
 
     def groups_to_join(self) -> list[str]:
         return [*super().groups_to_join(), session_group(self.session_id)]

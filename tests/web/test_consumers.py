@@ -709,3 +709,29 @@ async def test_a_lost_delta_makes_the_page_take_a_fresh_snapshot_and_a_repeat_is
     model.resume.set()
     rest = await socket.until(lambda f: 'data-status="completed"' in f)
     assert shown + "".join(text for f in rest for _, text in DELTA.findall(f)) == answer
+
+
+async def test_a_snapshot_too_big_for_one_frame_goes_out_in_order_in_several(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    # Daphne closes a socket that sends a frame over 1 MiB; this transcript is 1.5 MiB.
+    session = await make_session(user, await make_profile())
+    long_text = "word " * 10_000  # 50 KB each
+    await Message.objects.abulk_create(
+        Message(session_id=session.id, seq=n, message_id=f"big-{n}", role="user",
+                content=f"{n}: {long_text}")
+        for n in range(1, 31)
+    )  # fmt: skip
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    frames = [await socket.next()]
+    assert 'data-snapshot="1"' in frames[0] and 'data-status="idle"' in frames[0]
+    shown = re.findall(r'data-message-id="(big-\d+)"', frames[0])
+    while len(shown) < 30:
+        frame = await socket.next()
+        assert frame.startswith('<div hx-swap-oob="beforeend:#transcript">')
+        frames.append(frame)
+        shown += re.findall(r'data-message-id="(big-\d+)"', frame)
+    assert shown == [f"big-{n}" for n in range(1, 31)]
+    assert len(frames) > 1 and all(len(f.encode()) < 1024 * 1024 for f in frames)
+    await socket.send(type="message", text="still works")
+    await socket.until(lambda frame: 'data-status="completed"' in frame)

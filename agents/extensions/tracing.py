@@ -14,7 +14,6 @@ they may hold personal data.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import json
 import os
@@ -22,7 +21,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from ..runtime.events import ExtensionEvent
     from ..runtime.extension import ModelCallNext, ToolCallNext
     from ..runtime.messages import AssistantMessage, ToolCall, ToolMessage
-    from ..runtime.model import ModelEvent, ModelRequest, ModelUsage
+    from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage
     from ..runtime.tools import ToolResult
 
 INSTRUMENTATION = "zett.agents"
@@ -99,20 +98,11 @@ _NEXT_TRACE_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 class RequestTraceIds(IdGenerator):
     """Random ids, except that the span a run starts gets its request id as trace id."""
 
-    def __init__(self) -> None:
-        self._random = random.Random()
-        self._lock = threading.Lock()
-
     def generate_span_id(self) -> int:
-        with self._lock:
-            return self._random.getrandbits(64) or 1
+        return random.getrandbits(64) or 1
 
     def generate_trace_id(self) -> int:
-        chosen = _NEXT_TRACE_ID.get()
-        if chosen:
-            return chosen
-        with self._lock:
-            return self._random.getrandbits(128) or 1
+        return _NEXT_TRACE_ID.get() or random.getrandbits(128) or 1
 
 
 def trace_id_of(request_id: str) -> int | None:
@@ -178,9 +168,14 @@ class _RunSpans:
     root: Span
     parent: otel_context.Context  # the root as parent of chat and execute_tool spans
     tools: dict[str, Span] = field(default_factory=dict)  # open execute_tool spans by call id
+    chat: Span | None = None  # the chat span of the model call under way
 
-    def end_tools(self, error_type: str) -> None:
-        for span in self.tools.values():
+    def end_open(self, error_type: str, error: BaseException | None = None) -> None:
+        """End the chat and execute_tool spans a failed or cancelled run leaves open."""
+        chat, self.chat = self.chat, None
+        for span in [*([chat] if chat is not None else []), *self.tools.values()]:
+            if error is not None and span is chat:
+                span.record_exception(error)
             span.set_attribute(ERROR_TYPE, error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
             span.end()
@@ -218,6 +213,7 @@ class TracingExtension(AgentExtension):
         self.agent_name = agent_name or "agent"
         self.provider = provider
         self.model = model
+        self._chat_name = f"chat {model or provider or 'model'}"
 
     # -- the request span -------------------------------------------------------------
 
@@ -260,7 +256,7 @@ class TracingExtension(AgentExtension):
         if spans is None:
             return
         error_type = type(error).__name__
-        spans.end_tools(error_type)
+        spans.end_open(error_type, error)
         spans.root.record_exception(error)
         spans.root.set_attribute(ERROR_TYPE, error_type)
         spans.root.set_status(Status(StatusCode.ERROR, str(error)[:500] or error_type))
@@ -286,7 +282,7 @@ class TracingExtension(AgentExtension):
             )
         elif isinstance(event, RunCancelledEvent):
             del context.metadata[_STATE_KEY]
-            spans.end_tools("cancelled")
+            spans.end_open("cancelled")
             spans.root.add_event(
                 "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
             )
@@ -294,64 +290,46 @@ class TracingExtension(AgentExtension):
             self._end_run(context, spans, "cancelled")
 
     def _end_run(self, context: AgentRunContext, spans: _RunSpans, status: str) -> None:
-        root = spans.root
-        root.set_attribute(RUN_STATUS, status)
-        root.set_attribute(ITERATION, context.state.iteration)
-        _set_usage(root, context.state.usage)
-        root.end()
+        attributes: dict[str, Any] = {RUN_STATUS: status, ITERATION: context.state.iteration}
+        _usage_into(attributes, context.state.usage)
+        spans.root.set_attributes(attributes)
+        spans.root.end()
 
     # -- model calls --------------------------------------------------------------------
 
     def on_model_request(
         self, context: AgentRunContext, request: ModelRequest, call_next: ModelCallNext
     ) -> AsyncIterator[ModelEvent]:
+        """Open the chat span; time the first chunk. after_model (or the run's end) closes it.
+
+        Only the first event passes through code of ours: a stream of deltas costs no
+        extra generator layer per event.
+        """
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None:
             return super().on_model_request(context, request, call_next)
-        return self._traced_call(spans, request, call_next)
-
-    async def _traced_call(
-        self, spans: _RunSpans, request: ModelRequest, call_next: ModelCallNext
-    ) -> AsyncIterator[ModelEvent]:
-        model = self.model or self.provider or "model"
         attributes: dict[str, Any] = {OPERATION: "chat", ITERATION: request.iteration}
         if self.provider:
             attributes[PROVIDER] = self.provider
         if self.model:
             attributes[REQUEST_MODEL] = self.model
-        span = self.tracer.start_span(
-            f"chat {model}", context=spans.parent, kind=SpanKind.CLIENT, attributes=attributes
+        spans.chat = span = self.tracer.start_span(
+            self._chat_name, context=spans.parent, kind=SpanKind.CLIENT, attributes=attributes
         )
-        started = time.monotonic()
-        first = True
-        inner = call_next(request)
-        try:
-            async for event in inner:
-                if first and event.kind != "completed":
-                    first = False
-                    span.set_attribute(TIME_TO_FIRST_CHUNK, time.monotonic() - started)
-                if event.kind == "completed" and event.response is not None:
-                    response = event.response
-                    span.set_attribute(FINISH_REASONS, (response.finish_reason,))
-                    if self.model:
-                        span.set_attribute(RESPONSE_MODEL, self.model)
-                    _set_usage(span, response.usage)
-                yield event
-        except BaseException as error:
-            stopped = isinstance(error, GeneratorExit | asyncio.CancelledError)
-            error_type = "cancelled" if stopped else type(error).__name__
-            if not stopped:
-                span.record_exception(error)
-            span.set_attribute(ERROR_TYPE, error_type)
-            span.set_status(Status(StatusCode.ERROR, error_type))
-            raise
-        finally:
-            aclose = getattr(inner, "aclose", None)
-            try:
-                if aclose is not None:
-                    await aclose()
-            finally:
-                span.end()
+        return _FirstChunkTimer(call_next(request), span)
+
+    async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        span = spans.chat if spans is not None else None
+        if span is None:
+            return
+        spans.chat = None
+        attributes: dict[str, Any] = {FINISH_REASONS: (response.finish_reason,)}
+        if self.model:
+            attributes[RESPONSE_MODEL] = self.model
+        _usage_into(attributes, response.usage)
+        span.set_attributes(attributes)
+        span.end()
 
     # -- tool calls ---------------------------------------------------------------------
 
@@ -417,6 +395,39 @@ class TracingExtension(AgentExtension):
         span.end()
 
 
+class _FirstChunkTimer:
+    """The model stream as it is, except that its first event sets the chat span's
+    time to first chunk."""
+
+    __slots__ = ("_inner", "_span", "_started", "_waiting")
+
+    def __init__(self, inner: AsyncIterator[ModelEvent], span: Span) -> None:
+        self._inner = inner
+        self._span = span
+        self._started = time.monotonic()
+        self._waiting = True
+
+    def __aiter__(self) -> _FirstChunkTimer:
+        return self
+
+    def __anext__(self) -> Awaitable[ModelEvent]:
+        if self._waiting:
+            return self._first()
+        return self._inner.__anext__()
+
+    async def _first(self) -> ModelEvent:
+        event = await self._inner.__anext__()
+        self._waiting = False
+        if event.kind != "completed":
+            self._span.set_attribute(TIME_TO_FIRST_CHUNK, time.monotonic() - self._started)
+        return event
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 def _by(attributes: Any) -> dict[str, str]:
     by = attributes.get("by")
     return {"zett.by": str(by)} if by else {}
@@ -429,15 +440,15 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def _set_usage(span: Span, usage: ModelUsage) -> None:
-    span.set_attribute(INPUT_TOKENS, usage.input_tokens)
-    span.set_attribute(OUTPUT_TOKENS, usage.output_tokens)
+def _usage_into(attributes: dict[str, Any], usage: ModelUsage) -> None:
+    attributes[INPUT_TOKENS] = usage.input_tokens
+    attributes[OUTPUT_TOKENS] = usage.output_tokens
     if usage.cache_read_tokens is not None:
-        span.set_attribute(CACHE_READ_TOKENS, usage.cache_read_tokens)
+        attributes[CACHE_READ_TOKENS] = usage.cache_read_tokens
     if usage.cache_write_tokens is not None:
-        span.set_attribute(CACHE_WRITE_TOKENS, usage.cache_write_tokens)
+        attributes[CACHE_WRITE_TOKENS] = usage.cache_write_tokens
     if usage.reasoning_tokens is not None:
-        span.set_attribute(REASONING_TOKENS, usage.reasoning_tokens)
+        attributes[REASONING_TOKENS] = usage.reasoning_tokens
 
 
 __all__ = [

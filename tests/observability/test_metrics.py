@@ -100,3 +100,43 @@ async def test_runs_move_the_run_token_model_and_tool_metrics(
     # Nothing hosted any more: no active runs of any status.
     assert _value(after, "zett_runs_active") == 0
     assert all(s.labels.get("process") == PROCESS for s in after)
+
+
+async def test_a_run_waiting_for_approval_is_active_until_an_operator_approves_it(
+    manager: Any,
+    staff_user: Any,
+    make_profile: Any,
+    make_session: Any,
+    listen_session: Any,
+) -> None:
+    client = AsyncClient()
+    await client.aforce_login(staff_user)
+    gate = ("tool_approval", {"tools": ["calculator"]})
+    profile = await make_profile(extensions=(DEMO_TOOLS, gate), slug="gated")
+    session = await make_session(staff_user, profile)
+    listener = await listen_session(session.id)
+    before = await _scrape(client)
+    reply = await manager.submit_message(session.id, staff_user, "What is 12 * 12?")
+    requested = await listener.until(
+        lambda f: f["type"] == "run.custom" and f["name"] == "approval.requested"
+    )
+    await listener.until(lambda f: f["type"] == "run.tool" and f["status"] == "started")
+
+    waiting = await _scrape(client)
+    assert _value(waiting, "zett_runs_active", status="waiting", phase="running_tool") == 1
+    assert _value(waiting, "zett_runs_active") == 1
+
+    approved = await manager.control(
+        session.id, staff_user, "approve", {"id": requested["data"]["id"]}
+    )
+    assert approved.accepted
+    await listener.finished(reply.request_id)
+    await manager.wait_idle()
+    after = await _scrape(client)
+    assert _value(after, "zett_runs_active") == 0
+    accepted = {"action": "approve", "accepted": "true"}
+    assert (
+        _value(after, "zett_operator_actions_total", **accepted)
+        - _value(before, "zett_operator_actions_total", **accepted)
+        == 1
+    )

@@ -320,10 +320,9 @@ class TracingExtension(AgentExtension):
 
     async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
-        span = spans.chat if spans is not None else None
-        if span is None:
+        if spans is None or spans.chat is None:
             return
-        spans.chat = None
+        span, spans.chat = spans.chat, None
         attributes: dict[str, Any] = {FINISH_REASONS: (response.finish_reason,)}
         if self.model:
             attributes[RESPONSE_MODEL] = self.model

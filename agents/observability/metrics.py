@@ -289,4 +289,4 @@ class ProcessLabelled:
 
 
 EXPOSED = CollectorRegistry(auto_describe=False)
-EXPOSED.register(ProcessLabelled(REGISTRY))  # type: ignore[arg-type]
+EXPOSED.register(ProcessLabelled(REGISTRY))

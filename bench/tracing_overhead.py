@@ -7,7 +7,12 @@ sets it up, exporting to an exporter that drops the batches: what is measured is
 the run's event loop (spans, attributes, events, the processor's queue), not the network.
 Passes alternate off/on; the best of each counts. Target: on keeps at least 90% of off's runs/s.
 
-    .venv/bin/python bench/tracing_overhead.py [--runs 2000] [--repeat 5] [--json]
+``--model-latency S`` makes every model call wait S seconds before it streams, as a provider
+does (W1 proper has none, so it shows the tracing cost against the runtime's own ~8 µs per
+event; with a latency it shows what that cost is next to a model).
+
+    .venv/bin/python bench/tracing_overhead.py [--runs 2000] [--repeat 5] [--model-latency 0]
+                                               [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -38,7 +43,7 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
 from runtime_overhead import W1Model, add, build_agent, run_w1  # noqa: E402
 
 from agents.extensions.tracing import TracingExtension, build_tracer_provider  # noqa: E402
-from agents.runtime import Agent  # noqa: E402
+from agents.runtime import Agent, ModelEvent, ModelRequest  # noqa: E402
 
 TARGET = 0.9
 RESULTS = BENCH / "results" / "tracing_overhead.json"
@@ -55,13 +60,34 @@ class Dropping(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def traced_agent(exporter: Dropping) -> tuple[Agent, object]:
+class PacedModel(W1Model):
+    """W1's model, waiting ``latency`` seconds before each call streams."""
+
+    def __init__(self, latency: float) -> None:
+        super().__init__()
+        self.latency = latency
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        await asyncio.sleep(self.latency)
+        async for event in super().stream(request):
+            yield event
+
+
+def plain_agent(latency: float) -> Agent:
+    plain = build_agent()
+    if not latency:
+        return plain
+    return Agent(PacedModel(latency), tools=[add], extensions=list(plain.extensions))
+
+
+def traced_agent(exporter: Dropping, latency: float = 0.0) -> tuple[Agent, object]:
     provider = build_tracer_provider(BatchSpanProcessor(exporter))
     plain = build_agent()
     tracing = TracingExtension(
         tracer_provider=provider, agent_name="W1", provider="bench", model="w1"
     )
-    agent = Agent(W1Model(), tools=[add], extensions=[tracing, *plain.extensions])
+    model = PacedModel(latency) if latency else W1Model()
+    agent = Agent(model, tools=[add], extensions=[tracing, *plain.extensions])
     return agent, provider
 
 
@@ -74,18 +100,19 @@ async def timed(agent: Agent, runs: int, tag: str) -> tuple[float, float, int]:
 
 async def main(args: argparse.Namespace) -> dict[str, object]:
     exporter = Dropping()
-    await run_w1(build_agent(), args.warmup, "warm-off")
-    warm, warm_provider = traced_agent(exporter)
+    latency = args.model_latency
+    await run_w1(plain_agent(latency), args.warmup, "warm-off")
+    warm, warm_provider = traced_agent(exporter, latency)
     await run_w1(warm, args.warmup, "warm-on")
     warm_provider.shutdown()  # type: ignore[attr-defined]
     best: dict[str, tuple[float, float]] = {"off": (float("inf"), float("inf"))}
     best["on"] = best["off"]
     spans = 0
     for attempt in range(args.repeat):
-        wall, cpu, _ = await timed(build_agent(), args.runs, f"off-{attempt}")
+        wall, cpu, _ = await timed(plain_agent(latency), args.runs, f"off-{attempt}")
         best["off"] = (min(best["off"][0], wall), min(best["off"][1], cpu))
         exporter.spans = 0
-        agent, provider = traced_agent(exporter)
+        agent, provider = traced_agent(exporter, latency)
         wall, cpu, _ = await timed(agent, args.runs, f"on-{attempt}")
         provider.shutdown()  # type: ignore[attr-defined]
         spans = exporter.spans
@@ -95,6 +122,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     return {
         "runs": args.runs,
         "repeat": args.repeat,
+        "model_latency_seconds": latency,
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version()},
         "off_runs_per_s": round(rate["off"], 1),
         "on_runs_per_s": round(rate["on"], 1),
@@ -110,6 +138,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--model-latency", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--json", action="store_true", help=f"also write {RESULTS}")
     options = parser.parse_args()
     result = asyncio.run(main(options))

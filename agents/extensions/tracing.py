@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import random
 import threading
 import time
@@ -123,15 +122,6 @@ def build_tracer_provider(*processors: SpanProcessor, resource: Any = None) -> T
     for processor in processors:
         provider.add_span_processor(processor)
     return provider
-
-
-def tracing_configured(environ: Any = None) -> bool:
-    """True when the standard OTLP endpoint variables ask for traces."""
-    environ = os.environ if environ is None else environ
-    return bool(
-        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-        or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-    )
 
 
 _configure_lock = threading.Lock()
@@ -457,5 +447,4 @@ __all__ = [
     "build_tracer_provider",
     "configure_from_environment",
     "trace_id_of",
-    "tracing_configured",
 ]

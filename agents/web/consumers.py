@@ -18,6 +18,7 @@ from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from .. import observability
 from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, layer_watch, session_group
 from . import queries, rendering, revocation
 from .access import may_use_session
@@ -131,6 +132,7 @@ class _GroupConsumer(AsyncWebsocketConsumer):
                     log.exception("could not refresh membership of %s", group)
 
     async def disconnect(self, code: int) -> None:
+        observability.socket_closed(self)
         layer_watch(self.channel_layer).unsubscribe(self._on_layer_back)
         refresher = getattr(self, "refresher", None)
         if refresher is not None:
@@ -189,6 +191,7 @@ class SessionConsumer(_GroupConsumer):
         if not may_use_session(user, owner_id):
             return await self.refuse(CLOSE_NOT_FOUND)
         await self.accept()
+        observability.socket_opened(self, "session")
         # Join first, then snapshot: frames published meanwhile wait in our channel and are
         # filtered against the snapshot, so nothing falls between the two.
         await self.join()
@@ -329,6 +332,7 @@ class MonitorConsumer(_GroupConsumer):
         if not user.is_staff:
             return await self.refuse(CLOSE_FORBIDDEN)
         await self.accept()
+        observability.socket_opened(self, "monitor")
         await self.join()
         active, recent = await _monitor_runs()
         self.active_ids = {row["request_id"] for row in active}

@@ -54,7 +54,7 @@ class RunManager:
         self.liveness = Liveness(
             self.host_id,
             self.settings,
-            hosted=lambda: [h.request_id for h in self.hosted.values() if not h.done.is_set()],
+            hosted=lambda: [h.request_id for h in self.hosted.values() if not h.finishing],
             on_reaped=self._announce_reaped,
             on_lost=self._lost,
         )

@@ -84,6 +84,7 @@ class HostedRun:
         self.queued: list[tuple[int | None, str]] = []  # (user id, text), in order sent
         self.done = asyncio.Event()
         self.interrupted = False  # another process reaped it: it ends as interrupted
+        self.finishing = False  # its end is being recorded: the database may show it ended
         self.stopped_by = ""  # who cancelled it
         self.task: asyncio.Task[None] | None = None
         self.sender: asyncio.Task[None] | None = None
@@ -227,6 +228,7 @@ class HostedRun:
         self._partial_writer.add_done_callback(_log_failure)
 
     async def _finish(self, status: str) -> None:
+        self.finishing = True
         projection = self.projection
         text, reasoning = projection.partial
         partial = None
@@ -303,7 +305,7 @@ class HostedRun:
 
     def interrupt(self, reason: str) -> None:
         """Stop a run another process already gave up on; it ends as interrupted."""
-        if self.task is not None and not self.task.done():
+        if self.task is not None and not self.task.done() and not self.finishing:
             log.warning("run %s was marked interrupted elsewhere; stopping it", self.request_id)
             self.run.error = reason
             self.interrupted = True

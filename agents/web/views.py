@@ -57,11 +57,15 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _visible_session(request, session_id)
     runs = list(queries.runs_with_names().filter(session=session))
     active = next((run for run in runs if run.is_active), None)
-    view = rendering.run_view(queries.row(active)) if active else None
+    row = queries.row(active) if active else None
+    view = rendering.run_view(row)
+    latest = max(runs, key=lambda run: run.created_at, default=None)
+    awaiting = frozenset(rendering.approval_calls(row))
     context = {
         "session": session,
-        "items": rendering.transcript_items(queries.transcript(session)),
-        "run": view,
+        "items": rendering.transcript_items(queries.transcript(session), awaiting),
+        # No active run: the bar shows how the last one ended, with its usage.
+        "run": view or (rendering.run_view(queries.row(latest)) if latest else None),
         "waiting_run": view,
         "runs": runs,
     }

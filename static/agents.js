@@ -73,8 +73,42 @@
       if (form && form.hasAttribute("data-reset-on-send") && ACCEPTED.test(message)) {
         form.reset();
       }
+      if (form === composer()) { focusBox(); }
     }
     followQuestion();
+    followRun();
+  });
+
+  // Enter sends, Shift+Enter is a newline (as is Enter while an input method composes).
+  document.body.addEventListener("keydown", function (event) {
+    var form = composer();
+    if (!form || event.target !== form.querySelector("textarea[name=text]")) { return; }
+    if (event.key !== "Enter" || event.shiftKey || event.altKey || event.ctrlKey ||
+        event.metaKey || event.isComposing) { return; }
+    event.preventDefault();
+    if (event.target.value.trim()) { form.requestSubmit(); }
+  });
+
+  function focusBox() {
+    var form = composer();
+    if (form) { form.querySelector("textarea[name=text]").focus({ preventScroll: true }); }
+  }
+
+  // Stop sits beside Send while a run is active; it submits the status bar's cancel form.
+  function followRun() {
+    var stop = document.getElementById("stop-run");
+    if (!stop) { return; }
+    var bar = document.getElementById("run-status");
+    var active = bar && ["running", "waiting", "queued"].indexOf(bar.dataset.status) >= 0;
+    stop.hidden = !active;
+    stop.disabled = !document.querySelector("#run-status [data-testid=cancel-form]");
+  }
+
+  document.body.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#stop-run")) {
+      var cancel = document.querySelector("#run-status [data-testid=cancel-form]");
+      if (cancel) { cancel.requestSubmit(); }
+    }
   });
 
   // -- following new content ------------------------------------------------------------
@@ -153,4 +187,6 @@
   }
   setInterval(tick, 1000);
   followQuestion();
+  followRun();
+  focusBox();
 })();

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -9,7 +11,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from ..models import ChatSession, OperatorAction
+from ..models import AgentProfile, ChatSession, OperatorAction
+from ..profiles.demo import DEMO_SLUG
 from . import queries, rendering, timeline
 from .access import may_use_session
 from .forms import NewChatForm
@@ -25,13 +28,29 @@ def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
 
 def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
     sessions = ChatSession.objects.filter(owner=request.user).select_related("profile")
-    return render(request, "agents/home.html", {"form": form, "sessions": sessions}, status=status)
+    profiles = form.fields["profile"].queryset  # type: ignore[attr-defined]
+    context = {"form": form, "sessions": sessions, "profiles": profiles}
+    return render(request, "agents/home.html", context, status=status)
+
+
+def _default_profile(request: HttpRequest) -> Any:
+    """The agent a new chat starts with: the one this user chatted with last, else the demo."""
+    active = AgentProfile.objects.filter(is_active=True)
+    last = (
+        ChatSession.objects.filter(owner=request.user, profile__is_active=True)
+        .order_by("-updated_at")
+        .values_list("profile_id", flat=True)
+        .first()
+    )
+    if last is not None:
+        return last
+    return active.filter(slug=DEMO_SLUG).values_list("pk", flat=True).first()
 
 
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return _home(request, NewChatForm())
+    return _home(request, NewChatForm(initial={"profile": _default_profile(request)}))
 
 
 @login_required

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ..models import AgentProfile, ChatSession, OperatorAction
 from ..profiles.demo import DEMO_SLUG
-from . import queries, rendering, timeline
+from . import chats, queries, rendering, timeline
 from .access import may_use_session
 from .forms import NewChatForm
 
@@ -27,9 +27,10 @@ def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
 
 
 def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
-    sessions = ChatSession.objects.filter(owner=request.user).select_related("profile")
+    query = request.GET.get("q", "")
+    sessions = chats.listed(request.user, query)
     profiles = form.fields["profile"].queryset  # type: ignore[attr-defined]
-    context = {"form": form, "sessions": sessions, "profiles": profiles}
+    context = {"form": form, "sessions": sessions, "profiles": profiles, "query": query}
     return render(request, "agents/home.html", context, status=status)
 
 

@@ -111,6 +111,48 @@
     }
   });
 
+  // -- message actions: copy, edit and resend, regenerate ------------------------------------
+
+  function bubbleText(article) {
+    var bubble = article.querySelector(".bubble");
+    return bubble ? bubble.innerText.trim() : "";
+  }
+
+  // The user message a reply answered: the nearest one before it in the transcript.
+  function askedBefore(article) {
+    var node = article.previousElementSibling;
+    while (node && node.dataset.role !== "user") { node = node.previousElementSibling; }
+    return node;
+  }
+
+  function compose(text, send) {
+    var form = composer();
+    if (!form) { return; }
+    var box = form.querySelector("textarea[name=text]");
+    box.value = text;
+    focusBox();
+    if (send) { form.requestSubmit(); }
+  }
+
+  document.body.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-msg-action]");
+    if (!button) { return; }
+    var article = button.closest("[data-testid=message]");
+    if (!article) { return; }
+    var action = button.dataset.msgAction;
+    if (action === "copy" && navigator.clipboard) {
+      navigator.clipboard.writeText(bubbleText(article)).then(function () {
+        button.dataset.copied = "1";
+        setTimeout(function () { delete button.dataset.copied; }, 1500);
+      });
+    } else if (action === "edit") {
+      compose(bubbleText(article), false);
+    } else if (action === "regenerate") {
+      var asked = askedBefore(article);
+      if (asked) { compose(bubbleText(asked), true); }
+    }
+  });
+
   // -- following new content ------------------------------------------------------------
   // A reader at the bottom of the chat follows what arrives (answers, tool cards, waits), so
   // the message box stays in view; one who scrolled up keeps their place and is offered a

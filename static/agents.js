@@ -153,6 +153,34 @@
     }
   });
 
+  // -- monitor filters: rows, live ones included, shown only when they match -------------
+
+  function filterRuns() {
+    var form = document.getElementById("monitor-filters");
+    if (!form) { return; }
+    var status = form.elements.status.value;
+    var profile = form.elements.profile.value.trim().toLowerCase();
+    var user = form.elements.user.value.trim().toLowerCase();
+    document.querySelectorAll("[data-testid=monitor-row]").forEach(function (row) {
+      row.hidden = !!(
+        (status && row.dataset.status !== status) ||
+        (profile && (row.dataset.profile || "").toLowerCase().indexOf(profile) < 0) ||
+        (user && (row.dataset.user || "").toLowerCase().indexOf(user) < 0)
+      );
+    });
+  }
+
+  document.body.addEventListener("input", function (event) {
+    if (event.target.closest && event.target.closest("#monitor-filters")) { filterRuns(); }
+  });
+  document.body.addEventListener("reset", function (event) {
+    if (event.target.id === "monitor-filters") { setTimeout(filterRuns, 0); }
+  });
+  document.body.addEventListener("submit", function (event) {
+    if (event.target.id === "monitor-filters") { event.preventDefault(); }
+  });
+  document.body.addEventListener("htmx:wsAfterMessage", filterRuns);
+
   // -- following new content ------------------------------------------------------------
   // A reader at the bottom of the chat follows what arrives (answers, tool cards, waits), so
   // the message box stays in view; one who scrolled up keeps their place and is offered a

@@ -11,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from ..models import AgentProfile, ChatSession, OperatorAction
+from ..models import AgentProfile, ChatSession, OperatorAction, RunStatus
 from ..profiles.demo import DEMO_SLUG
-from . import chats, queries, rendering, timeline
+from . import chats, queries, rendering, timeline, wording
 from .access import may_use_session
 from .forms import NewChatForm
 
@@ -104,6 +104,7 @@ def monitor(request: HttpRequest) -> HttpResponse:
         {
             "active": [rendering.run_view(row) for row in active],
             "recent": [rendering.run_view(row) for row in recent],
+            "statuses": [(value, wording.status(value)) for value in RunStatus.values],
         },
     )
 

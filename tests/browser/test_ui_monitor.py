@@ -91,3 +91,46 @@ def test_staff_steer_and_cancel_a_run_from_its_monitor_row_and_see_the_outcome(
     expect(chat.locator("[data-testid=run-status]")).to_have_attribute(
         "data-status", "cancelled", timeout=RUN
     )
+
+
+def test_monitor_filters_by_status_agent_and_user(
+    page: Any, live_url: str, login: Any, user: Any, other_user: Any, staff_user: Any, password: str
+) -> None:
+    from django.utils import timezone
+
+    helper = AgentProfile.objects.create(name="Helper", slug="helper-f", provider="demo")
+    coder = AgentProfile.objects.create(name="Coder", slug="coder-f", provider="demo")
+    for owner, profile, status in [
+        (user, helper, "completed"),
+        (user, coder, "failed"),
+        (other_user, helper, "cancelled"),
+    ]:
+        session = ChatSession.objects.create(owner=owner, profile=profile)
+        Run.objects.create(
+            session=session, profile=profile, input_text="x", status=status,
+            finished_at=timezone.now(),
+        )  # fmt: skip
+    login(page, staff_user.username, password)
+    page.goto(f"{live_url}/monitor/")
+    page.wait_for_selector("#recent-runs[data-snapshot]", state="attached", timeout=SHORT)
+    rows = page.locator("#recent-runs [data-testid=monitor-row]")
+    expect(rows).to_have_count(3)
+
+    def shown() -> list[tuple[str, str, str]]:
+        visible = page.locator("#recent-runs [data-testid=monitor-row]:visible")
+        return sorted(
+            (
+                visible.nth(i).get_attribute("data-user") or "",
+                visible.nth(i).get_attribute("data-profile") or "",
+                visible.nth(i).get_attribute("data-status") or "",
+            )
+            for i in range(visible.count())
+        )
+
+    page.fill("#filter-user", "ALI")
+    assert shown() == [("alice", "Coder", "failed"), ("alice", "Helper", "completed")]
+    page.fill("#filter-profile", "help")
+    assert shown() == [("alice", "Helper", "completed")]
+    page.click("#monitor-filters button[type=reset]")
+    page.select_option("#filter-status", "cancelled")
+    assert [who for who, _, _ in shown()] == [other_user.username]

@@ -49,11 +49,12 @@ class DjangoSessionStore(AgentExtension):
     The write happens inside the MessageAppendedEvent delivery, which the runtime
     awaits, so a message is in the database before the run continues: a crash or
     restart loses nothing that was appended. Restored history follows the
-    accumulator's rules: only ``include_in_messages`` messages, never system
-    instructions, and tool calls left without a result by an interrupted run are
-    closed for the provider (request-scoped, not persisted). Rows that already belong
-    to this request (the host stores the input message with the Run, in one
-    transaction) are not restored as history, and not written a second time.
+    accumulator's rules: only ``include_in_messages`` messages (so system
+    instructions only when an extension marked them so), and tool calls left
+    without a result by an interrupted run are closed for the provider
+    (request-scoped, not persisted). Rows that already belong to this request (the
+    host stores the input message with the Run, in one transaction) are not
+    restored as history, and not written a second time.
     Database hops are retried on a fresh connection (agents.db_retry).
     """
 
@@ -68,7 +69,9 @@ class DjangoSessionStore(AgentExtension):
         restored = [
             row_to_message(row)
             for row in rows
-            if row.include_in_messages and row.role != "system" and row.message_id not in own
+            # A SystemMessage is stored with include_in_messages=False unless an extension
+            # marked it part of the dialogue: only then is it replayed, in its place.
+            if row.include_in_messages and row.message_id not in own
         ]
         if not restored:
             return

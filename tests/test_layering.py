@@ -172,6 +172,11 @@ NEVERS: list[tuple[str, Callable[[str], bool], str]] = [
         _any_of("agents.hosting", "agents.web", "agents.profiles"),
         "never imports hosting, web or profiles",
     ),
+    (
+        "agents.observability",
+        _any_of("agents.hosting", "agents.web"),
+        "never imports hosting or web (they call it)",
+    ),
 ]
 
 

@@ -269,6 +269,15 @@ def _channel_layers() -> dict[str, Any]:
                 },
             }
         }
+    if os.environ.get("ZETT_REDIS_LAYER", "core").strip() == "pubsub":
+        return {
+            "default": {
+                # One PUBLISH per group send; groups are this process's subscriptions, so
+                # a Redis restart loses none (the layer re-subscribes when it reconnects).
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [{"address": redis_url}]},
+            }
+        }
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -316,15 +325,31 @@ ZETT_DB_RETRY_SECONDS = env_float("ZETT_DB_RETRY_SECONDS", 30.0, 0.0, 3600.0)
 ZETT_THREAD_SWITCH_SECONDS = env_float("ZETT_THREAD_SWITCH_SECONDS", 0.001, 0.0001, 0.1)
 
 LOG_LEVEL = os.environ.get("ZETT_LOG_LEVEL", "INFO").upper()
+# "json": one JSON object per log line (for log shippers); anything else: plain text.
+LOG_FORMAT = os.environ.get("ZETT_LOG_FORMAT", "plain").strip().lower()
+# A scraper sends "Authorization: Bearer <this>" to GET /metrics; empty: staff sessions only.
+ZETT_METRICS_TOKEN = os.environ.get("ZETT_METRICS_TOKEN", "").strip()
+# Traces go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) as OTEL_SERVICE_NAME when it is set;
+# then every profile's runs are traced. ZETT_TRACE_CONTENT also records tool arguments and
+# results, which may hold personal data.
+ZETT_TRACING = bool(
+    os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+)
+ZETT_TRACE_CONTENT = env_bool("ZETT_TRACE_CONTENT", "false")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "{asctime} {levelname} {name} [{process}] {message}", "style": "{"},
+        "json": {"()": "agents.observability.logs.JsonFormatter"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+        },
     },
     "loggers": {
         "agents": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},

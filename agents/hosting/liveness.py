@@ -21,6 +21,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+from .. import observability
 from . import db
 from .settings import HostSettings
 
@@ -67,6 +68,7 @@ class LeaseThread(threading.Thread):
         if self.connected_since is None:
             log.info("host lease renewed again after a database outage")
             self.connected_since = now
+        observability.lease_renewed(now, self.last_renewal, self.period)
         self.last_renewal = now
         self.renewed.set()
 
@@ -116,6 +118,7 @@ class Liveness:
             return []
         cutoff = timezone.now() - timedelta(seconds=self.settings.lease_cutoff_seconds)
         stale = await db.reap(self.host_id, cutoff)
+        observability.runs_reaped(len(stale))
         if stale:
             log.warning("marked %d run(s) of stopped processes as interrupted", len(stale))
             await self._on_reaped(stale)
@@ -145,6 +148,7 @@ def recover_at_start_up(settings: HostSettings) -> int:
     except DatabaseError as exc:  # e.g. not migrated yet: the reaper loop retries later
         log.warning("could not recover stale runs at start-up: %s", exc)
         return 0
+    observability.runs_reaped(len(reaped))
     if reaped:
         log.warning("marked %d run(s) of stopped processes as interrupted", len(reaped))
     return len(reaped)

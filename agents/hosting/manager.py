@@ -15,6 +15,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from .. import observability
 from ..profiles.cache import AgentCache
 from . import db, policy
 from .control_bus import ControlBus, LayerUnavailable
@@ -62,6 +63,7 @@ class RunManager:
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closed = False
+        observability.watch_runs(self)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -257,6 +259,14 @@ class RunManager:
         if action == "message" and reply.accepted and reply.action == "message":
             return  # an ordinary chat message that started a run is not an operator action
         name = action if action != "message" else f"message:{reply.action or 'message'}"
+        observability.operator_action(
+            session_id,
+            reply.request_id,
+            getattr(user, "pk", None),
+            name,
+            reply.accepted,
+            reply.reason,
+        )
         await db.record_action(
             session_id,
             reply.request_id,
@@ -345,6 +355,7 @@ class RunManager:
             try:
                 await self.layer.group_send(MONITOR_GROUP, {"type": "monitor.rows", "rows": rows})
             except Exception as exc:
+                observability.channel_send_failed("monitor")
                 log.warning("could not send monitor rows: %s", exc)
 
     async def _monitor_loop(self) -> None:
@@ -375,6 +386,7 @@ class RunManager:
                     },
                 )
             except Exception as exc:
+                observability.channel_send_failed("reaped")
                 log.warning("could not announce reaped run %s: %s", request_id, exc)
         await self._send_monitor([row for _, _, row in stale])
 

@@ -14,6 +14,7 @@ import logging
 from collections import deque
 from typing import Any
 
+from .. import observability
 from .wire import Frame
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class Outbox:
                     await self._layer.group_send(self._group, frame)
                     failing = False
                 except Exception as exc:
+                    observability.channel_send_failed("session")
                     if not failing:
                         log.warning("could not send frames of run %s: %s", self._label, exc)
                     failing = True

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from .. import observability
 from ..db_retry import DatabaseUnavailable
 from ..models import CancelState, RunStatus
 from ..profiles.cache import AgentCache
@@ -88,6 +89,9 @@ class HostedRun:
         self.sender: asyncio.Task[None] | None = None
         self._partial_saved_at = time.monotonic()
         self._partial_writer: asyncio.Task[None] | None = None
+        self.meter = observability.RunMeter(
+            self.profile_name, self.session_id, self.request_id, self.owner_id
+        )
 
     def row(self) -> dict[str, Any]:
         return run_row(self.run, owner=self.owner, profile=self.profile_name, title=self.title)
@@ -97,6 +101,7 @@ class HostedRun:
         return self.projection.protocol
 
     def start(self) -> None:
+        self.meter.started()
         self.sender = asyncio.create_task(self.outbox.run(), name=f"zett-send-{self.request_id}")
         self.task = asyncio.create_task(self._execute(), name=f"zett-run-{self.request_id}")
 
@@ -191,6 +196,7 @@ class HostedRun:
     async def _apply(self, event: Any) -> None:
         projection = self.projection
         step = projection.apply(event)
+        self.meter.event(event)
         for frame in step.frames:
             self.outbox.push(frame)
         if not step.checkpoint and event.type in (
@@ -227,6 +233,7 @@ class HostedRun:
         if status != RunStatus.COMPLETED and (text or reasoning):
             partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
         finished = projection.finish(status, timezone.now())
+        self.meter.finished(status, self.run.error)
         if self._partial_writer is not None and not self._partial_writer.done():
             await asyncio.wait({self._partial_writer})  # the final record comes after it
         try:

@@ -24,12 +24,18 @@ from ..extensions.ask_user import AskUserExtension
 from ..extensions.demo_tools import DemoToolsExtension
 from ..extensions.settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
 from ..extensions.steering import SteeringExtension
+from ..extensions.tracing import (
+    TracingExtension,
+    TracingSettings,
+    configure_from_environment,
+)
 from ..runtime import Agent, AgentExtension
 from ..runtime.extension import HOOK_NAMES, overrides, sort_by_priority
 from ..runtime.tools import describe_validation
 from ..session_store import DjangoSessionStore
 
 STORE_KEY = "session_store"
+TRACING_KEY = TracingExtension.catalog_key
 
 
 class ProfileConfigError(ValueError):
@@ -135,7 +141,23 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         factory=_with_settings(SteeringExtension),
         settings_model=SteeringSettings,
     ),
+    ExtensionSpec(
+        key=TRACING_KEY,
+        label="Tracing",
+        description="OpenTelemetry spans of every run (invoke_agent, chat, execute_tool). "
+        "Added to every profile when OTEL_EXPORTER_OTLP_ENDPOINT is set; a disabled row "
+        "turns it off for one profile.",
+        factory=lambda validated: TracingExtension(
+            validated,
+            tracer_provider=configure_from_environment() if _tracing_on() else None,
+        ),
+        settings_model=TracingSettings,
+    ),
 )
+
+
+def _tracing_on() -> bool:
+    return bool(getattr(django_settings, "ZETT_TRACING", False))
 
 
 def _spec_from_object(path: str, obj: Any) -> ExtensionSpec:
@@ -212,6 +234,11 @@ def build_extensions(rows: Iterable[Any], *, persist: bool = True) -> list[Agent
     configured = [_as_row(row) for row in rows]
     if not any(row.key == STORE_KEY for row in configured):
         configured.insert(0, ExtensionRow(STORE_KEY, priority=10))
+    if _tracing_on() and not any(row.key == TRACING_KEY for row in configured):
+        content = bool(getattr(django_settings, "ZETT_TRACE_CONTENT", False))
+        configured.insert(
+            0, ExtensionRow(TRACING_KEY, priority=0, settings={"capture_content": content})
+        )
     for row in configured:
         if row.key == STORE_KEY and not persist:
             continue
@@ -249,6 +276,11 @@ def build_model(provider: str, model_name: str, provider_settings: Mapping[str, 
 def build_agent_for_profile(profile: Any, rows: Iterable[Any], *, persist: bool = True) -> Agent:
     """A runtime Agent for a profile and its extension rows (ProfileConfigError if not)."""
     extensions = build_extensions(rows, persist=persist)
+    for extension in extensions:
+        if isinstance(extension, TracingExtension):
+            extension.describe(
+                agent_name=profile.name, provider=profile.provider, model=profile.model_name
+            )
     model = build_model(profile.provider, profile.model_name, profile.provider_settings)
     try:
         return Agent(

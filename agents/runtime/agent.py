@@ -12,7 +12,7 @@ from .drive import InlineDriver
 from .errors import AgentProtocolError
 from .events import AgentEvent, ExternalEvent
 from .extension import HOOK_NAMES, AgentExtension, overrides, sort_by_priority, track_requests
-from .handle import HandOff, RunHandle
+from .handle import RunHandle
 from .ids import new_uuid7
 from .memory import InMemoryMessageAccumulator
 from .messages import AssistantMessage, SystemMessage, UserMessage
@@ -96,13 +96,13 @@ class Agent:
         return await self._open(message, config, None).execute()
 
     def start(self, message: str | UserMessage, config: AgentRunConfig | None = None) -> RunHandle:
-        """Start one request as a task and return its handle (see RunHandle).
+        """Start one request and return its handle (see RunHandle); it runs as it is read.
 
         The session is claimed here, so a second concurrent request on it raises
         AgentProtocolError at once. Must be called with an event loop running.
         """
-        handoff = HandOff()
-        return RunHandle(self, self._open(message, config, handoff.put), handoff)
+        driver: InlineDriver[AssistantMessage] = InlineDriver()
+        return RunHandle(self, self._open(message, config, driver.hand_over), driver)
 
     async def stream(
         self, message: str | UserMessage, *, config: AgentRunConfig | None = None

@@ -48,12 +48,15 @@ class _PassUp:
 class InlineDriver(Generic[T]):
     """Drives one coroutine from the caller's task; see the module docstring."""
 
-    __slots__ = ("_coro", "_draining", "_handover", "done", "error", "result")
+    __slots__ = ("_coro", "_draining", "_handover", "done", "error", "keep_cancelled", "result")
 
     def __init__(self) -> None:
         self._handover = _HandOver()
         self._coro: Coroutine[Any, Any, T] | None = None
         self._draining = False  # finishing a cancellation: events are dropped
+        # True while a cancellation of the reading task means "cancel the run and hand me
+        # what it emits" (RunHandle.cancel) rather than "the reader is gone".
+        self.keep_cancelled = False
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None  # what the run raised, cancellation included
@@ -100,6 +103,8 @@ class InlineDriver(Generic[T]):
             if yielded is handover:
                 event: AgentEvent | None = self._handover.event
                 assert event is not None
+                if passed_cancel is not None and self.keep_cancelled:
+                    passed_cancel = None  # the reader asked for the run's cancellation
                 if passed_cancel is not None and event.phase is AgentPhase.CANCELLED:
                     # The run is cancelling because our task was: nobody reads on, so
                     # let it finish (its events are dropped) and propagate.

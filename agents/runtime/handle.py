@@ -1,12 +1,12 @@
-"""RunHandle: one started request, its outward events handed over one at a time, its outcome."""
+"""RunHandle: one started request, driven by whoever reads its events, and its outcome."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .drive import InlineDriver
 from .errors import AgentProtocolError
 from .events import AgentEvent, ExternalEvent
 
@@ -18,86 +18,43 @@ if TYPE_CHECKING:
     from .state import AgentRunConfig
 
 
-class HandOff:
-    """Outward events from the run task to its one reader, without running ahead.
-
-    ``put`` returns only when the reader asks for the event after this one, so the
-    run never moves past an event the reader is still handling, and a reader that
-    stops reading stops the run right there. Events of a finished, failed or
-    cancelled request (phase terminal) are only queued: nothing follows them that
-    could run ahead, and they must not wait for a reader that may be gone.
-    """
-
-    __slots__ = ("_handed", "_items", "_reader", "finished")
-
-    def __init__(self) -> None:
-        self._items: deque[tuple[AgentEvent, asyncio.Future[None] | None]] = deque()
-        self._reader: asyncio.Future[None] | None = None  # the reader waiting for an event
-        self._handed: asyncio.Future[None] | None = None  # the run waiting on the last one
-        self.finished = False  # the run task ended; what is queued is all there is
-
-    async def put(self, event: AgentEvent) -> None:
-        if event.phase.terminal:
-            self._items.append((event, None))
-            self._wake_reader()
-            return
-        taken = asyncio.get_running_loop().create_future()
-        self._items.append((event, taken))
-        self._wake_reader()
-        await taken
-
-    def finish(self) -> None:
-        self.finished = True
-        self._wake_reader()
-
-    async def get(self) -> AgentEvent | None:
-        """The next event, or None after the last; asking releases the previous one."""
-        handed = self._handed
-        if handed is not None:
-            self._handed = None
-            if not handed.done():
-                handed.set_result(None)
-        items = self._items
-        while not items:
-            if self.finished:
-                return None
-            reader = asyncio.get_running_loop().create_future()
-            self._reader = reader
-            try:
-                await reader
-            finally:
-                self._reader = None
-        event, self._handed = items.popleft()
-        return event
-
-    def _wake_reader(self) -> None:
-        reader = self._reader
-        if reader is not None and not reader.done():
-            reader.set_result(None)
-
-
 class RunHandle:
     """One started request (``Agent.start``): read its events, steer it, stop it, await it.
 
     The run advances only as its events are read: read ``events()`` to the end, or
-    ``await wait()``, which discards the events when nobody else reads them. Used as
-    an async context manager, leaving the block cancels a run that has not finished
-    and waits for it. Without one, the caller must read to the end, wait or cancel,
-    or the run stays paused at its next event holding its session.
+    ``await wait()``, which discards the events when nobody else reads them. It runs
+    inside the reading task, one event at a time (see ``drive.InlineDriver``), so
+    handing an event over costs no task switch. Used as an async context manager,
+    leaving the block cancels a run that has not finished and waits for it. Without
+    one, the caller must read to the end, wait or cancel, or the run stays paused at
+    its next event holding its session.
     """
 
-    __slots__ = ("_agent", "_getting", "_handoff", "_readers", "_request", "_task")
+    __slots__ = (
+        "_agent",
+        "_cancel_pending",
+        "_driver",
+        "_ended",
+        "_getting",
+        "_readers",
+        "_reading_in",
+        "_request",
+        "_started",
+    )
 
-    def __init__(self, agent: Agent, request: Request, handoff: HandOff) -> None:
+    def __init__(
+        self, agent: Agent, request: Request, driver: InlineDriver[AssistantMessage]
+    ) -> None:
         self._agent = agent
         self._request = request
-        self._handoff = handoff
+        self._driver = driver
         self._readers = 0  # events() iterators neither exhausted nor closed
         self._getting = False  # one reader at a time takes the next event
-        self._task = asyncio.get_running_loop().create_task(
-            request.execute(), name=f"agent-run-{request.context.request_id}"
-        )
-        self._task.add_done_callback(self._finished)
+        self._reading_in: asyncio.Task[object] | None = None  # the task inside the run now
+        self._cancel_pending = False  # cancel() asked while nobody was inside the run
+        self._started = False
+        self._ended = asyncio.Event()
+        driver.begin(request.execute())
 
     # -- what it is ---------------------------------------------------------------------
 
@@ -136,20 +93,32 @@ class RunHandle:
     async def wait(self) -> None:
         """Wait until the run has ended; never raises the run's error (see ``result``).
 
-        When no ``events()`` iterator is open (neither exhausted nor closed), the
-        events are consumed and discarded here, so a run nobody reads still advances.
+        When no ``events()`` iterator is open (neither exhausted nor closed), or the run
+        was cancelled and nobody is reading it, the events are consumed and discarded
+        here, so such a run still advances to its end.
         """
-        if self._readers:
-            await asyncio.wait({self._task})
-            return
-        while await self._next() is not None:
-            pass
+        while not self._driver.done:
+            if self._getting or (self._readers and not self._cancel_pending):
+                await self._ended.wait()  # its reader drives it
+                return
+            await self._next()
 
     def cancel(self) -> bool:
         """Ask the run to stop; False when it has already ended. Read on for its events."""
-        if self._task.done():
+        if self._driver.done:
             return False
-        self._task.cancel()
+        if not self._started and not self._getting:
+            # Not begun: no hook ran, so there is nothing to clean up but the session.
+            self._end_unstarted()
+            return True
+        reading = self._reading_in
+        if reading is not None and reading is not asyncio.current_task():
+            # The reader is inside the run, suspended where the run waits: interrupt it
+            # there, as cancelling a task of its own would, and keep what it emits.
+            self._driver.keep_cancelled = True
+            reading.cancel()
+        else:
+            self._cancel_pending = True  # thrown into the run at the next read
         return True
 
     def emit_external_event(self, event: ExternalEvent) -> list[str]:
@@ -160,33 +129,35 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self._task.done()
+        return self._driver.done
 
     @property
     def cancelled(self) -> bool:
-        return self._task.cancelled()
+        return self._driver.done and isinstance(self._driver.error, asyncio.CancelledError)
 
     @property
     def error(self) -> BaseException | None:
         """The exception the run failed with; None while running, on success or cancel."""
-        task = self._task
-        if not task.done() or task.cancelled():
+        error = self._driver.error
+        if not self._driver.done or isinstance(error, asyncio.CancelledError):
             return None
-        return task.exception()
+        return error
 
     @property
     def answer(self) -> AssistantMessage | None:
         """The final answer of a successful run, else None."""
-        task = self._task
-        if not task.done() or task.cancelled() or task.exception() is not None:
-            return None
-        return task.result()
+        driver = self._driver
+        return driver.result if driver.done and driver.error is None else None
 
     def result(self) -> AssistantMessage:
         """The final answer; raises the run's error, or CancelledError if it was cancelled."""
-        if not self._task.done():
+        driver = self._driver
+        if not driver.done:
             raise AgentProtocolError("the run has not finished; await wait() first")
-        return self._task.result()
+        if driver.error is not None:
+            raise driver.error
+        assert driver.result is not None
+        return driver.result
 
     @property
     def unprocessed_steering(self) -> tuple[UserMessage, ...]:
@@ -212,20 +183,38 @@ class RunHandle:
     async def _next(self) -> AgentEvent | None:
         if self._getting:
             raise AgentProtocolError("this run's next event already has a reader")
+        driver = self._driver
+        if driver.done:
+            return None
         self._getting = True
+        task = asyncio.current_task()
+        self._reading_in = task
+        throw: BaseException | None = None
+        if self._cancel_pending:
+            self._cancel_pending = False
+            driver.keep_cancelled = True
+            throw = asyncio.CancelledError()
+        self._started = True
         try:
-            return await self._handoff.get()
+            event = await driver.next(throw)
         finally:
             self._getting = False
+            self._reading_in = None
+            if driver.keep_cancelled and task is not None and task.cancelling():
+                task.uncancel()  # cancel() cancelled the run, not this reader
+        if driver.done:
+            self._ended.set()
+        return event
 
-    def _finished(self, task: asyncio.Task[AssistantMessage]) -> None:
-        if task.cancelled():
-            # Cancelled before its first step: the request never ran, so no hook has
-            # anything to clean up, but the session must still be given back.
-            self._request.close()
-        else:
-            task.exception()  # retrieved: the outcome is read through result() and error
-        self._handoff.finish()
+    def _end_unstarted(self) -> None:
+        driver = self._driver
+        driver.done = True
+        driver.error = asyncio.CancelledError()
+        coro = driver._coro
+        if coro is not None:
+            coro.close()
+        self._request.close()
+        self._ended.set()
 
 
 class RunEvents:

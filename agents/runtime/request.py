@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .context import AgentRunContext
@@ -79,7 +80,7 @@ class Request:
         state = context.state
         hooks = self.hooks
         message = context.input_message
-        try:
+        async with self._ending():
             state.phase = AgentPhase.LOADING_CONTEXT
             await self.out(AgentEventType.RUN_STARTED, message=message)
             await self._setup(include_on_message=True)
@@ -110,19 +111,11 @@ class Request:
                 iteration=state.iteration,
             )
             return result
-        except asyncio.CancelledError:
-            await self._cancelled()
-            raise
-        except Exception as error:
-            await self._failed(error)
-            raise
-        finally:
-            self.close()
 
     async def compact(self) -> None:
         context = self.context
         state = context.state
-        try:
+        async with self._ending():
             state.phase = AgentPhase.LOADING_CONTEXT
             await self._setup(include_on_message=False)
             # As a request flushes before appending its input: extensions hear of the
@@ -133,6 +126,12 @@ class Request:
                 await extension.on_compact(context)
             await context.flush_message_events()
             state.phase = AgentPhase.READY
+
+    @contextlib.asynccontextmanager
+    async def _ending(self) -> AsyncIterator[None]:
+        """How every request ends, whatever it did: cancelled, failed, and always closed."""
+        try:
+            yield
         except asyncio.CancelledError:
             await self._cancelled()
             raise

@@ -18,6 +18,7 @@ from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from .. import observability
 from ..hosting import MONITOR_GROUP, REAPED_SEQ, get_run_manager, layer_watch, session_group
 from . import queries, rendering, revocation
 from .access import may_use_session
@@ -135,6 +136,7 @@ class _GroupConsumer(AsyncWebsocketConsumer):
                     log.exception("could not refresh membership of %s", group)
 
     async def disconnect(self, code: int) -> None:
+        observability.socket_closed(self)
         layer_watch(self.channel_layer).unsubscribe(self._on_layer_back)
         refresher = getattr(self, "refresher", None)
         if refresher is not None:
@@ -206,6 +208,7 @@ class SessionConsumer(_GroupConsumer):
             return await self.refuse(CLOSE_NOT_FOUND)
         self.tool_results: set[str] = set()  # calls whose result this socket has shown
         await self.accept()
+        observability.socket_opened(self, "session")
         # Join first, then snapshot: frames published meanwhile wait in our channel and are
         # filtered against the snapshot, so nothing falls between the two.
         await self.join()
@@ -222,12 +225,13 @@ class SessionConsumer(_GroupConsumer):
         self.live = LiveFilter(snap)
         self.awaiting = rendering.approval_calls(snap.run)
         last = await _latest_run_row(self.session_id) if snap.run is None else None
-        html = rendering.snapshot(self.session_id, snap, last)
+        frames = rendering.snapshot_frames(self.session_id, snap, last)
         if following and (snap.run is None or snap.run["request_id"] != following):
             row = await _run_row(following)
             if row is not None:
-                html += rendering.run_status(self.session_id, row, oob=True)
-        await self.send(text_data=html)
+                frames[-1] += rendering.run_status(self.session_id, row, oob=True)
+        for frame in frames:
+            await self.send(text_data=frame)
 
     def groups_to_join(self) -> list[str]:
         return [*super().groups_to_join(), session_group(self.session_id)]
@@ -370,6 +374,7 @@ class MonitorConsumer(_GroupConsumer):
         if not user.is_staff:
             return await self.refuse(CLOSE_FORBIDDEN)
         await self.accept()
+        observability.socket_opened(self, "monitor")
         await self.join()
         active, recent = await _monitor_runs()
         self.active_ids = {row["request_id"] for row in active}

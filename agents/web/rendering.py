@@ -269,6 +269,52 @@ def snapshot(session_id: str, snap: Snapshot, last: Mapping[str, Any] | None = N
     )
 
 
+#: Daphne refuses WebSocket frames over 1 MiB, sent as well as received, and closes the
+#: socket: a snapshot larger than this many characters goes out as several frames.
+SNAPSHOT_FRAME_CHARS = 256 * 1024
+
+
+def snapshot_frames(
+    session_id: str,
+    snap: Snapshot,
+    last: Mapping[str, Any] | None = None,
+    limit: int = SNAPSHOT_FRAME_CHARS,
+) -> list[str]:
+    """The snapshot as frames of at most ``limit`` characters each (a single message larger
+    than that still goes out whole): the first replaces the transcript with its oldest part,
+    the next ones append the rest in order, then the streaming answer."""
+    whole = snapshot(session_id, snap, last)
+    if len(whole) <= limit:
+        return [whole]
+    row = snap.run
+    items = transcript_items(snap.messages, awaiting_approval(row))
+    rendered = [_render("_message.html", item=item) for item in items]
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for html in rendered:
+        if chunks[-1] and size + len(html) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(html)
+        size += len(html)
+    first = _render(
+        "_transcript_parts.html", session_id=session_id, parts="".join(chunks[0]), oob=True
+    )
+    frames = [
+        first
+        + run_status(session_id, row or last, oob=True)
+        + waiting(session_id, row, oob=True)
+        + live_state(snap.live)
+    ]
+    frames += [
+        f'<div hx-swap-oob="beforeend:#transcript">{"".join(chunk)}</div>' for chunk in chunks[1:]
+    ]
+    if snap.partial is not None:
+        bubble = _render("_streaming.html", s=stream_view(snap.partial.as_dict()))
+        frames.append(f'<div hx-swap-oob="beforeend:#transcript">{bubble}</div>')
+    return frames
+
+
 def live_state(live: bool) -> str:
     """The "live updates reconnecting" banner, shown while the channel layer is away."""
     return _render("_live_state.html", live=live)

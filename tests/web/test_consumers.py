@@ -355,15 +355,11 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
     assert await assistant_contents(session.id) == [answer]
 
 
-async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
-    connect: Any,
-    manager: Any,
-    channel_layer: Any,
-    user: Any,
-    make_profile: Any,
-    make_session: Any,
-) -> None:
-    # The first answer (with its tool call) is stored; the run then waits for approval.
+async def _second_tab_while_approval_waits(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> tuple[Any, Socket, str]:
+    """A run whose first answer (with its tool call) is stored and that waits for approval,
+    and a second tab opened on it: (session, the second tab, its snapshot frame)."""
     profile = await make_profile(
         extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
     )
@@ -374,7 +370,20 @@ async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
     await socket.until(lambda frame: "approval" in frame)
 
     again = await connect(f"/ws/sessions/{session.id}/", user)
-    snapshot = await again.next()
+    return session, again, await again.next()
+
+
+async def test_late_deltas_of_an_answer_the_snapshot_already_holds_are_dropped(
+    connect: Any,
+    manager: Any,
+    channel_layer: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    session, again, snapshot = await _second_tab_while_approval_waits(
+        connect, user, make_profile, make_session
+    )
     assert "Let me use the calculator tool." in snapshot
     covered = await manager.snapshot(session.id)
     assert covered.persisted_iterations == 1
@@ -398,17 +407,9 @@ async def test_a_message_the_snapshot_shows_is_not_appended_again(
     make_profile: Any,
     make_session: Any,
 ) -> None:
-    profile = await make_profile(
-        extensions=(("demo_tools", {}), ("tool_approval", {"tools": ["calculator"]}))
+    session, again, _ = await _second_tab_while_approval_waits(
+        connect, user, make_profile, make_session
     )
-    session = await make_session(user, profile)
-    socket = await connect(f"/ws/sessions/{session.id}/", user)
-    await socket.next()
-    await socket.send(type="message", text="what is 6*7?")
-    await socket.until(lambda frame: "approval" in frame)
-
-    again = await connect(f"/ws/sessions/{session.id}/", user)
-    await again.next()
     covered = await manager.snapshot(session.id)
     shown = next(m for m in covered.messages if m["role"] == "assistant")
     # The same message again with a fresh seq (a host's retry, a replay after a reconnect):
@@ -708,3 +709,29 @@ async def test_a_lost_delta_makes_the_page_take_a_fresh_snapshot_and_a_repeat_is
     model.resume.set()
     rest = await socket.until(lambda f: 'data-status="completed"' in f)
     assert shown + "".join(text for f in rest for _, text in DELTA.findall(f)) == answer
+
+
+async def test_a_snapshot_too_big_for_one_frame_goes_out_in_order_in_several(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    # Daphne closes a socket that sends a frame over 1 MiB; this transcript is 1.5 MiB.
+    session = await make_session(user, await make_profile())
+    long_text = "word " * 10_000  # 50 KB each
+    await Message.objects.abulk_create(
+        Message(session_id=session.id, seq=n, message_id=f"big-{n}", role="user",
+                content=f"{n}: {long_text}")
+        for n in range(1, 31)
+    )  # fmt: skip
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    frames = [await socket.next()]
+    assert 'data-snapshot="1"' in frames[0] and 'data-status="idle"' in frames[0]
+    shown = re.findall(r'data-message-id="(big-\d+)"', frames[0])
+    while len(shown) < 30:
+        frame = await socket.next()
+        assert frame.startswith('<div hx-swap-oob="beforeend:#transcript">')
+        frames.append(frame)
+        shown += re.findall(r'data-message-id="(big-\d+)"', frame)
+    assert shown == [f"big-{n}" for n in range(1, 31)]
+    assert len(frames) > 1 and all(len(f.encode()) < 1024 * 1024 for f in frames)
+    await socket.send(type="message", text="still works")
+    await socket.until(lambda frame: 'data-status="completed"' in frame)

@@ -176,26 +176,37 @@ async def test_messages_not_in_the_model_context_are_stored_but_not_restored(
         content="a note for people, not for the model",
         include_in_messages=False,
     )
+    # Request instructions are stored as a SystemMessage is by default: not dialogue.
     await Message.objects.acreate(
-        session=session, seq=3, message_id="note-3", role="system", content="old instructions"
+        session=session,
+        seq=3,
+        message_id="note-3",
+        role="system",
+        content="old instructions",
+        include_in_messages=False,
+    )
+    # One an extension marked as part of the dialogue is replayed, in its place.
+    await Message.objects.acreate(
+        session=session, seq=4, message_id="note-4", role="system", content="a marked note"
     )
 
     hosted = await _run_to_end(manager, session, user, "next question")
 
     request = hosted.agent.model.requests[-1]
-    assert _conversation(request.messages) == [
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "You are a helpful assistant."),
         ("user", "visible question"),
+        ("system", "a marked note"),
         ("user", "next question"),
     ]
-    system = [m.content for m in request.messages if isinstance(m, SystemMessage)]
-    assert system == ["You are a helpful assistant."]
     rows = await _rows(session.id)
-    assert [(m.seq, m.message_id) for m in rows[:3]] == [
+    assert [(m.seq, m.message_id) for m in rows[:4]] == [
         (1, "note-1"),
         (2, "note-2"),
         (3, "note-3"),
+        (4, "note-4"),
     ]
-    assert [(m.seq, m.content) for m in rows[3:]] == [(4, "next question"), (5, "Noted.")]
+    assert [(m.seq, m.content) for m in rows[4:]] == [(5, "next question"), (6, "Noted.")]
     assert not rows[1].include_in_messages
 
 

@@ -1,0 +1,450 @@
+"""TracingExtension: OpenTelemetry spans of every run, after the GenAI semantic conventions.
+
+One ``invoke_agent {agent}`` span per request, a child ``chat {model}`` span per model call
+and an ``execute_tool {tool}`` span per tool call; approvals, questions, steering,
+compaction and cancellation are span events with who acted. Built on the runtime's hooks
+only (no Django), so runs hosted by the site and by ``manage.py agent`` trace alike.
+
+The invoke_agent span is a root span whose trace id is the request id (its 32 hex digits)
+whenever the tracer provider uses ``RequestTraceIds``, as ``build_tracer_provider`` and
+``configure_from_environment`` do: a run page can then name its trace without storing it.
+Arguments and results of tool calls are recorded only with ``capture_content``, since
+they may hold personal data.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..runtime.events import CompactionEvent, MessageAppendedEvent, RunCancelledEvent
+from ..runtime.extension import AgentExtension
+from ..runtime.messages import UserMessage
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from ..runtime.context import AgentRunContext
+    from ..runtime.events import ExtensionEvent
+    from ..runtime.extension import ModelCallNext, ToolCallNext
+    from ..runtime.messages import AssistantMessage, ToolCall, ToolMessage
+    from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage
+    from ..runtime.tools import ToolResult
+
+INSTRUMENTATION = "zett.agents"
+_STATE_KEY = "tracing.spans"
+_EMPTY = otel_context.Context()  # a run's trace starts fresh, not under whoever started it
+
+# Span attributes: GenAI semantic conventions first, then ours (zett.*) where they have none.
+OPERATION = "gen_ai.operation.name"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+USER_ID = "user.id"
+ERROR_TYPE = "error.type"
+REQUEST_ID = "zett.request_id"
+RUN_STATUS = "zett.run.status"
+ITERATION = "zett.iteration"
+TOOL_STATUS = "zett.tool.status"
+
+
+class TracingSettings(BaseModel):
+    """What the tracing extension records beyond names, ids, timings and token counts."""
+
+    model_config = ConfigDict(extra="forbid")
+    capture_content: bool = Field(
+        default=False,
+        description="Record tool call arguments and results on execute_tool spans "
+        "(they may hold personal data).",
+    )
+
+
+# -- trace ids: the request id, when the provider lets us choose ---------------------------
+
+_NEXT_TRACE_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "zett_next_trace_id", default=None
+)
+
+
+class RequestTraceIds(IdGenerator):
+    """Random ids, except that the span a run starts gets its request id as trace id."""
+
+    def generate_span_id(self) -> int:
+        return random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return _NEXT_TRACE_ID.get() or random.getrandbits(128) or 1
+
+
+def trace_id_of(request_id: str) -> int | None:
+    """The trace id a request's spans carry: its UUID as a 128-bit number (None if no UUID)."""
+    try:
+        value = uuid.UUID(request_id).int
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return value or None
+
+
+def build_tracer_provider(*processors: SpanProcessor, resource: Any = None) -> TracerProvider:
+    """A TracerProvider whose run traces carry their request ids, with these processors."""
+    kwargs: dict[str, Any] = {"id_generator": RequestTraceIds()}
+    if resource is not None:
+        kwargs["resource"] = resource
+    provider = TracerProvider(**kwargs)
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider
+
+
+_configure_lock = threading.Lock()
+
+
+def configure_from_environment() -> trace.TracerProvider:
+    """The process's tracer provider, set up once from the OTEL_* variables.
+
+    An OTLP/HTTP exporter behind a batch processor, the service named by
+    OTEL_SERVICE_NAME; a provider somebody else installed already (for example
+    ``opentelemetry-instrument``) is kept as it is.
+    """
+    with _configure_lock:
+        current = trace.get_tracer_provider()
+        if not isinstance(current, trace.ProxyTracerProvider):
+            return current
+        # Imported here: the exporter and its HTTP client load only when tracing is on.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = build_tracer_provider(
+            BatchSpanProcessor(OTLPSpanExporter()), resource=Resource.create()
+        )
+        trace.set_tracer_provider(provider)
+        return trace.get_tracer_provider()
+
+
+# -- one request's spans ---------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _RunSpans:
+    root: Span
+    parent: otel_context.Context  # the root as parent of chat and execute_tool spans
+    tools: dict[str, Span] = field(default_factory=dict)  # open execute_tool spans by call id
+    chat: Span | None = None  # the chat span of the model call under way
+
+    def end_open(self, error_type: str, error: BaseException | None = None) -> None:
+        """End the chat and execute_tool spans a failed or cancelled run leaves open."""
+        chat, self.chat = self.chat, None
+        for span in [*([chat] if chat is not None else []), *self.tools.values()]:
+            if error is not None and span is chat:
+                span.record_exception(error)
+            span.set_attribute(ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+            span.end()
+        self.tools.clear()
+
+
+class TracingExtension(AgentExtension):
+    """Spans for every request of the agents it is registered with.
+
+    Priority 0 by default, ahead of the usual 100: its middleware is outermost, so a
+    chat span covers what other extensions do around the provider, and an
+    execute_tool span covers the wait for an approval.
+    """
+
+    priority: ClassVar[int] = 0
+    catalog_key: ClassVar[str] = "tracing"
+
+    def __init__(
+        self,
+        settings: TracingSettings | None = None,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        agent_name: str = "agent",
+        provider: str = "",
+        model: str = "",
+    ) -> None:
+        self.settings = settings if settings is not None else TracingSettings()
+        if tracer_provider is None:
+            tracer_provider = trace.get_tracer_provider()
+        self.tracer = tracer_provider.get_tracer(INSTRUMENTATION)
+        self.describe(agent_name=agent_name, provider=provider, model=model)
+
+    def describe(self, *, agent_name: str, provider: str = "", model: str = "") -> None:
+        """Name the agent, provider and model the spans report (the catalog does this)."""
+        self.agent_name = agent_name or "agent"
+        self.provider = provider
+        self.model = model
+        self._chat_name = f"chat {model or provider or 'model'}"
+
+    # -- the request span -------------------------------------------------------------
+
+    async def on_tool(self, context: AgentRunContext) -> None:
+        """Open the invoke_agent span (the first hook of a request); not for compaction."""
+        if context.input_message is None:
+            return  # Agent.compact: no request to trace
+        attributes: dict[str, Any] = {
+            OPERATION: "invoke_agent",
+            AGENT_NAME: self.agent_name,
+            CONVERSATION_ID: context.session_id,
+            REQUEST_ID: context.request_id,
+        }
+        if self.provider:
+            attributes[PROVIDER] = self.provider
+        if self.model:
+            attributes[REQUEST_MODEL] = self.model
+        user = context.input_message.attributes.get("by")
+        if user:
+            attributes[USER_ID] = str(user)
+        token = _NEXT_TRACE_ID.set(trace_id_of(context.request_id))
+        try:
+            root = self.tracer.start_span(
+                f"invoke_agent {self.agent_name}",
+                context=_EMPTY,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+            )
+        finally:
+            _NEXT_TRACE_ID.reset(token)
+        context.metadata[_STATE_KEY] = _RunSpans(root, trace.set_span_in_context(root, _EMPTY))
+
+    async def on_success(self, context: AgentRunContext, result: AssistantMessage) -> None:
+        spans = context.metadata.pop(_STATE_KEY, None)
+        if spans is not None:
+            self._end_run(context, spans, "completed")
+
+    async def on_error(self, context: AgentRunContext, error: BaseException) -> None:
+        spans = context.metadata.pop(_STATE_KEY, None)
+        if spans is None:
+            return
+        error_type = type(error).__name__
+        spans.end_open(error_type, error)
+        spans.root.record_exception(error)
+        spans.root.set_attribute(ERROR_TYPE, error_type)
+        spans.root.set_status(Status(StatusCode.ERROR, str(error)[:500] or error_type))
+        self._end_run(context, spans, "failed")
+
+    async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        if spans is None:
+            return
+        if isinstance(event, MessageAppendedEvent):
+            message = event.message
+            if isinstance(message, UserMessage) and message.attributes.get("steering"):
+                spans.root.add_event("zett.steering", _by(message.attributes))
+        elif isinstance(event, CompactionEvent):
+            spans.root.add_event(
+                "zett.compaction",
+                {
+                    "zett.compaction.compressed_from": event.compressed_from,
+                    "zett.compaction.compressed_to": event.compressed_to,
+                    "zett.compaction.kept_from": event.kept_from,
+                    "zett.compaction.kept_to": event.kept_to,
+                },
+            )
+        elif isinstance(event, RunCancelledEvent):
+            del context.metadata[_STATE_KEY]
+            spans.end_open("cancelled")
+            spans.root.add_event(
+                "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
+            )
+            spans.root.set_attribute(ERROR_TYPE, "cancelled")
+            self._end_run(context, spans, "cancelled")
+
+    def _end_run(self, context: AgentRunContext, spans: _RunSpans, status: str) -> None:
+        attributes: dict[str, Any] = {RUN_STATUS: status, ITERATION: context.state.iteration}
+        _usage_into(attributes, context.state.usage)
+        spans.root.set_attributes(attributes)
+        spans.root.end()
+
+    # -- model calls --------------------------------------------------------------------
+
+    def on_model_request(
+        self, context: AgentRunContext, request: ModelRequest, call_next: ModelCallNext
+    ) -> AsyncIterator[ModelEvent]:
+        """Open the chat span; time the first chunk. after_model (or the run's end) closes it.
+
+        Only the first event passes through code of ours: a stream of deltas costs no
+        extra generator layer per event.
+        """
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        if spans is None:
+            return super().on_model_request(context, request, call_next)
+        attributes: dict[str, Any] = {OPERATION: "chat", ITERATION: request.iteration}
+        if self.provider:
+            attributes[PROVIDER] = self.provider
+        if self.model:
+            attributes[REQUEST_MODEL] = self.model
+        spans.chat = span = self.tracer.start_span(
+            self._chat_name, context=spans.parent, kind=SpanKind.CLIENT, attributes=attributes
+        )
+        return _FirstChunkTimer(call_next(request), span)
+
+    async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        if spans is None or spans.chat is None:
+            return
+        span, spans.chat = spans.chat, None
+        attributes: dict[str, Any] = {FINISH_REASONS: (response.finish_reason,)}
+        if self.model:
+            attributes[RESPONSE_MODEL] = self.model
+        _usage_into(attributes, response.usage)
+        span.set_attributes(attributes)
+        span.end()
+
+    # -- tool calls ---------------------------------------------------------------------
+
+    async def before_tool(self, context: AgentRunContext, call: ToolCall) -> None:
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        if spans is None:
+            return
+        attributes: dict[str, Any] = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: call.name,
+            TOOL_CALL_ID: call.id,
+            TOOL_TYPE: "function",
+        }
+        if self.settings.capture_content:
+            attributes[TOOL_ARGUMENTS] = _json(call.arguments)
+        spans.tools[call.id] = self.tracer.start_span(
+            f"execute_tool {call.name}", context=spans.parent, attributes=attributes
+        )
+
+    async def on_tool_call(
+        self, context: AgentRunContext, call: ToolCall, call_next: ToolCallNext
+    ) -> ToolResult:
+        """Run the handler with its execute_tool span current, so its own spans nest."""
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        span = spans.tools.get(call.id) if spans is not None else None
+        if span is None:
+            return await call_next(call)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            return await call_next(call)
+        finally:
+            otel_context.detach(token)
+
+    async def after_tool(
+        self,
+        context: AgentRunContext,
+        call: ToolCall,
+        result: ToolMessage,
+        error: BaseException | None,
+    ) -> None:
+        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+        span = spans.tools.pop(call.id, None) if spans is not None else None
+        if span is None:
+            return
+        attributes = result.attributes
+        approval = attributes.get("approval")
+        if approval:
+            span.add_event("zett.approval", {"zett.decision": str(approval), **_by(attributes)})
+        question = attributes.get("ask_user")
+        if question:
+            span.add_event("zett.question", {"zett.outcome": str(question), **_by(attributes)})
+        if self.settings.capture_content:
+            span.set_attribute(TOOL_RESULT, result.content)
+        if result.is_error:
+            error_type = type(error).__name__ if error is not None else "tool_error"
+            if error is not None:
+                span.record_exception(error)
+            span.set_attribute(ERROR_TYPE, error_type)
+            span.set_attribute(TOOL_STATUS, "failed")
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        else:
+            span.set_attribute(TOOL_STATUS, "completed")
+        span.end()
+
+
+class _FirstChunkTimer:
+    """The model stream as it is, except that its first event sets the chat span's
+    time to first chunk."""
+
+    __slots__ = ("_inner", "_span", "_started", "_waiting")
+
+    def __init__(self, inner: AsyncIterator[ModelEvent], span: Span) -> None:
+        self._inner = inner
+        self._span = span
+        self._started = time.monotonic()
+        self._waiting = True
+
+    def __aiter__(self) -> _FirstChunkTimer:
+        return self
+
+    def __anext__(self) -> Awaitable[ModelEvent]:
+        if self._waiting:
+            return self._first()
+        return self._inner.__anext__()
+
+    async def _first(self) -> ModelEvent:
+        event = await self._inner.__anext__()
+        self._waiting = False
+        if event.kind != "completed":
+            self._span.set_attribute(TIME_TO_FIRST_CHUNK, time.monotonic() - self._started)
+        return event
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _by(attributes: Any) -> dict[str, str]:
+    by = attributes.get("by")
+    return {"zett.by": str(by)} if by else {}
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _usage_into(attributes: dict[str, Any], usage: ModelUsage) -> None:
+    attributes[INPUT_TOKENS] = usage.input_tokens
+    attributes[OUTPUT_TOKENS] = usage.output_tokens
+    if usage.cache_read_tokens is not None:
+        attributes[CACHE_READ_TOKENS] = usage.cache_read_tokens
+    if usage.cache_write_tokens is not None:
+        attributes[CACHE_WRITE_TOKENS] = usage.cache_write_tokens
+    if usage.reasoning_tokens is not None:
+        attributes[REASONING_TOKENS] = usage.reasoning_tokens
+
+
+__all__ = [
+    "RequestTraceIds",
+    "TracingExtension",
+    "TracingSettings",
+    "build_tracer_provider",
+    "configure_from_environment",
+    "trace_id_of",
+]

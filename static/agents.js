@@ -73,9 +73,113 @@
       if (form && form.hasAttribute("data-reset-on-send") && ACCEPTED.test(message)) {
         form.reset();
       }
+      if (form === composer()) { focusBox(); }
     }
     followQuestion();
+    followRun();
   });
+
+  // Enter sends, Shift+Enter is a newline (as is Enter while an input method composes).
+  document.body.addEventListener("keydown", function (event) {
+    var form = composer();
+    if (!form || event.target !== form.querySelector("textarea[name=text]")) { return; }
+    if (event.key !== "Enter" || event.shiftKey || event.altKey || event.ctrlKey ||
+        event.metaKey || event.isComposing) { return; }
+    event.preventDefault();
+    if (event.target.value.trim()) { form.requestSubmit(); }
+  });
+
+  function focusBox() {
+    var form = composer();
+    if (form) { form.querySelector("textarea[name=text]").focus({ preventScroll: true }); }
+  }
+
+  // Stop sits beside Send while a run is active; it submits the status bar's cancel form.
+  function followRun() {
+    var stop = document.getElementById("stop-run");
+    if (!stop) { return; }
+    var bar = document.getElementById("run-status");
+    var active = bar && ["running", "waiting", "queued"].indexOf(bar.dataset.status) >= 0;
+    stop.hidden = !active;
+    stop.disabled = !document.querySelector("#run-status [data-testid=cancel-form]");
+  }
+
+  document.body.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#stop-run")) {
+      var cancel = document.querySelector("#run-status [data-testid=cancel-form]");
+      if (cancel) { cancel.requestSubmit(); }
+    }
+  });
+
+  // -- message actions: copy, edit and resend, regenerate ------------------------------------
+
+  function bubbleText(article) {
+    var bubble = article.querySelector(".bubble");
+    return bubble ? bubble.innerText.trim() : "";
+  }
+
+  // The user message a reply answered: the nearest one before it in the transcript.
+  function askedBefore(article) {
+    var node = article.previousElementSibling;
+    while (node && node.dataset.role !== "user") { node = node.previousElementSibling; }
+    return node;
+  }
+
+  function compose(text, send) {
+    var form = composer();
+    if (!form) { return; }
+    var box = form.querySelector("textarea[name=text]");
+    box.value = text;
+    focusBox();
+    if (send) { form.requestSubmit(); }
+  }
+
+  document.body.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-msg-action]");
+    if (!button) { return; }
+    var article = button.closest("[data-testid=message]");
+    if (!article) { return; }
+    var action = button.dataset.msgAction;
+    if (action === "copy" && navigator.clipboard) {
+      navigator.clipboard.writeText(bubbleText(article)).then(function () {
+        button.dataset.copied = "1";
+        setTimeout(function () { delete button.dataset.copied; }, 1500);
+      });
+    } else if (action === "edit") {
+      compose(bubbleText(article), false);
+    } else if (action === "regenerate") {
+      var asked = askedBefore(article);
+      if (asked) { compose(bubbleText(asked), true); }
+    }
+  });
+
+  // -- monitor filters: rows, live ones included, shown only when they match -------------
+
+  function filterRuns() {
+    var form = document.getElementById("monitor-filters");
+    if (!form) { return; }
+    var status = form.elements.status.value;
+    var profile = form.elements.profile.value.trim().toLowerCase();
+    var user = form.elements.user.value.trim().toLowerCase();
+    document.querySelectorAll("[data-testid=monitor-row]").forEach(function (row) {
+      row.hidden = !!(
+        (status && row.dataset.status !== status) ||
+        (profile && (row.dataset.profile || "").toLowerCase().indexOf(profile) < 0) ||
+        (user && (row.dataset.user || "").toLowerCase().indexOf(user) < 0)
+      );
+    });
+  }
+
+  document.body.addEventListener("input", function (event) {
+    if (event.target.closest && event.target.closest("#monitor-filters")) { filterRuns(); }
+  });
+  document.body.addEventListener("reset", function (event) {
+    if (event.target.id === "monitor-filters") { setTimeout(filterRuns, 0); }
+  });
+  document.body.addEventListener("submit", function (event) {
+    if (event.target.id === "monitor-filters") { event.preventDefault(); }
+  });
+  document.body.addEventListener("htmx:wsAfterMessage", filterRuns);
 
   // -- following new content ------------------------------------------------------------
   // A reader at the bottom of the chat follows what arrives (answers, tool cards, waits), so
@@ -153,4 +257,6 @@
   }
   setInterval(tick, 1000);
   followQuestion();
+  followRun();
+  focusBox();
 })();

@@ -34,6 +34,10 @@ CLOSE_NOT_FOUND = 4404
 _session_owner = database_sync_to_async(queries.session_owner)
 _monitor_runs = database_sync_to_async(queries.monitor_runs)
 _run_row = database_sync_to_async(queries.run_row_by_request)
+_latest_run_row = database_sync_to_async(queries.latest_run_row)
+
+#: Replies that stop applying when the run ends: cleared then, or (cancel) said in the past.
+_TRANSIENT_REPLIES = frozenset({"steer", "queue", "interrupt", "reject", "cancel"})
 
 
 # Messages whose handlers need no connection clean-up first: group frames only render what
@@ -172,9 +176,21 @@ class _GroupConsumer(AsyncWebsocketConsumer):
             reply = await manager.submit_message(session_id, user, frame.payload["text"])
         else:
             reply = await manager.control(session_id, user, frame.type, dict(frame.payload))
-        await self.send(
-            text_data=rendering.reply(reply.action or frame.type, reply.accepted, reply.reason)
-        )
+        action = reply.action or frame.type
+        self.last_reply = (action, reply.accepted)
+        text = str(frame.payload.get("text", ""))
+        await self.send(text_data=rendering.reply(action, reply.accepted, reply.reason, text))
+
+    last_reply: tuple[str, bool] | None = None
+
+    def reply_after_run(self) -> str:
+        """What replaces a reply that stopped applying when the run ended ("" for none)."""
+        last, self.last_reply = self.last_reply, None
+        if last is None or last[0] not in _TRANSIENT_REPLIES:
+            return ""
+        if last == ("cancel", True):
+            return rendering.reply("cancel", True, "", headline="The run has stopped.")
+        return rendering.clear_reply()
 
 
 class SessionConsumer(_GroupConsumer):
@@ -190,6 +206,7 @@ class SessionConsumer(_GroupConsumer):
             return await self.refuse(CLOSE_NOT_FOUND)
         if not may_use_session(user, owner_id):
             return await self.refuse(CLOSE_NOT_FOUND)
+        self.tool_results: set[str] = set()  # calls whose result this socket has shown
         await self.accept()
         observability.socket_opened(self, "session")
         # Join first, then snapshot: frames published meanwhile wait in our channel and are
@@ -206,7 +223,9 @@ class SessionConsumer(_GroupConsumer):
         snap = await get_run_manager().snapshot(self.session_id)
         snap.live = snap.live and self.layer_ok
         self.live = LiveFilter(snap)
-        frames = rendering.snapshot_frames(self.session_id, snap)
+        self.awaiting = rendering.approval_calls(snap.run)
+        last = await _latest_run_row(self.session_id) if snap.run is None else None
+        frames = rendering.snapshot_frames(self.session_id, snap, last)
         if following and (snap.run is None or snap.run["request_id"] != following):
             row = await _run_row(following)
             if row is not None:
@@ -233,13 +252,32 @@ class SessionConsumer(_GroupConsumer):
 
     # -- live frames from the session group: the LiveFilter decides, rendering draws ---------
 
+    awaiting: dict[str, dict[str, Any]] = {}  # tool calls shown as awaiting approval
+
     async def _status(self, event: dict[str, Any], extra: str = "") -> None:
         row = event.get("run")
         await self.send(
             text_data=extra
+            + self._approval_cards(row)
             + rendering.run_status(self.session_id, row, oob=True)
             + rendering.waiting(self.session_id, row, oob=True)
         )
+
+    def _approval_cards(self, row: dict[str, Any] | None) -> str:
+        """Tool cards that began or stopped awaiting approval (a decided one runs, or ended)."""
+        now = rendering.approval_calls(row)
+        html = "".join(
+            rendering.tool_update(call, "awaiting", None)
+            for call_id, call in now.items()
+            if call_id not in self.awaiting
+        )
+        html += "".join(
+            rendering.tool_update(call, "started", None)
+            for call_id, call in self.awaiting.items()
+            if call_id not in now and call_id not in self.tool_results
+        )
+        self.awaiting = now
+        return html
 
     async def run_started(self, event: dict[str, Any]) -> None:
         if not self.live.fresh(event):
@@ -296,7 +334,11 @@ class SessionConsumer(_GroupConsumer):
         result = event.get("result")
         if result:
             self.live.first_sight(result)
-        await self.send(text_data=rendering.tool_update(call, event.get("status", ""), result))
+            self.tool_results.add(str(call.get("id")))
+        status = event.get("status", "")
+        if status == "started" and str(call.get("id")) in self.awaiting:
+            status = "awaiting"  # the approval wait opened before the tool was reported
+        await self.send(text_data=rendering.tool_update(call, status, result))
 
     async def run_custom(self, event: dict[str, Any]) -> None:
         """Approvals and questions reach the page through run.state's waiting_for."""
@@ -319,7 +361,7 @@ class SessionConsumer(_GroupConsumer):
         for message in (event.get("partial"), event.get("notice")):
             if message and self.live.first_sight(message):
                 html += rendering.append_message(message)
-        await self._status(event, html)
+        await self._status(event, html + self.reply_after_run())
 
 
 class MonitorConsumer(_GroupConsumer):

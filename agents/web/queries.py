@@ -34,6 +34,12 @@ def run_row_by_request(request_id: str) -> dict[str, Any] | None:
     return row(run) if run is not None else None
 
 
+def latest_run_row(session_id: str) -> dict[str, Any] | None:
+    """The row of the session's most recent run, finished or not."""
+    run = runs_with_names().filter(session_id=session_id).order_by("-created_at").first()
+    return row(run) if run is not None else None
+
+
 def runs_with_names() -> Any:
     return Run.objects.select_related("session__owner", "session__profile", "profile")
 

@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from ..hosting import Snapshot
+from . import wording
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
@@ -100,10 +101,14 @@ def approval_of(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def tool_state(result: Mapping[str, Any] | None, status: str = "") -> str:
-    """One word for a tool card: pending, running, ok, error, skipped or denied."""
+    """One token for a tool card: awaiting, running, ok, error, skipped or denied.
+
+    A call without a result is running (the card exists only once the model made the call),
+    or "awaiting" while the run waits for its approval.
+    """
     if result is None:
-        return {"started": "running", "failed": "error", "skipped": "skipped"}.get(
-            status, "pending"
+        return {"awaiting": "awaiting", "failed": "error", "skipped": "skipped"}.get(
+            status, "running"
         )
     approval = approval_of(result)
     if approval and approval["decision"] == "denied":
@@ -118,18 +123,24 @@ def tool_state(result: Mapping[str, Any] | None, status: str = "") -> str:
 def tool_card(
     call: Mapping[str, Any], result: Mapping[str, Any] | None = None, status: str = ""
 ) -> dict[str, Any]:
+    state = tool_state(result, status)
     return {
         "dom": dom_id(str(call.get("id", ""))),
         "id": call.get("id", ""),
         "name": call.get("name", ""),
         "arguments": pretty_json(call.get("arguments", {})),
         "result": result,
-        "state": tool_state(result, status),
+        "state": state,
+        "state_label": wording.tool_state(state),
         "approval": approval_of(result),
     }
 
 
-def message_item(message: Mapping[str, Any], results: Mapping[str, Any] | None = None) -> dict:
+def message_item(
+    message: Mapping[str, Any],
+    results: Mapping[str, Any] | None = None,
+    awaiting: frozenset[str] = frozenset(),
+) -> dict:
     """A message dict with what its template needs: rendered markdown and its tool cards."""
     results = results or {}
     role = message.get("role", "")
@@ -138,12 +149,25 @@ def message_item(message: Mapping[str, Any], results: Mapping[str, Any] | None =
         "dom": dom_id(str(message.get("id", ""))),
         "html": render_markdown(message.get("content", "")) if role == "assistant" else "",
         "cards": [
-            tool_card(call, results.get(call.get("id"))) for call in message.get("tool_calls") or []
+            tool_card(
+                call,
+                results.get(call.get("id")),
+                "awaiting" if call.get("id") in awaiting else "",
+            )
+            for call in message.get("tool_calls") or []
         ],
     }
 
 
-def transcript_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def awaiting_approval(row: Mapping[str, Any] | None) -> frozenset[str]:
+    """The ids of the tool calls the run waits to have approved."""
+    waits = (row or {}).get("waiting_for") or []
+    return frozenset(str(w.get("id")) for w in waits if w.get("kind") == "approval")
+
+
+def transcript_items(
+    messages: Sequence[Mapping[str, Any]], awaiting: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     """Messages in order, with each tool result folded into its call's card."""
     called = {
         call.get("id")
@@ -160,7 +184,7 @@ def transcript_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     for message in messages:
         if message.get("role") == "tool" and message.get("tool_call_id") in called:
             continue
-        items.append(message_item(message, results))
+        items.append(message_item(message, results, awaiting))
     return items
 
 
@@ -180,6 +204,9 @@ def run_view(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
         **row,
         "dom": dom_id(str(row.get("request_id", ""))),
         "active": row.get("status") not in TERMINAL_STATUSES,
+        "phase_label": wording.phase(row.get("phase")),
+        "status_label": wording.status(row.get("status")),
+        "cancel_label": wording.cancel_state(row.get("cancel_state")),
         "started": when(row.get("started_at")),
         "finished": when(row.get("finished_at")),
         "waits": waits,
@@ -199,11 +226,12 @@ def transcript(
     partial: Mapping[str, Any] | None = None,
     *,
     oob: bool = False,
+    awaiting: frozenset[str] = frozenset(),
 ) -> str:
     return _render(
         "_transcript.html",
         session_id=session_id,
-        items=transcript_items(messages),
+        items=transcript_items(messages, awaiting),
         partial=stream_view(partial) if partial else None,
         oob=oob,
     )
@@ -223,14 +251,18 @@ def waiting(session_id: str, row: Mapping[str, Any] | None, *, oob: bool = False
     )
 
 
-def snapshot(session_id: str, snap: Snapshot) -> str:
-    """Replaces the transcript, the status bar and the open waits in one frame."""
+def snapshot(session_id: str, snap: Snapshot, last: Mapping[str, Any] | None = None) -> str:
+    """Replaces the transcript, the status bar and the open waits in one frame.
+
+    ``last``: the session's latest run, shown in the status bar when none is active.
+    """
     row = snap.run
     partial = snap.partial.as_dict() if snap.partial is not None else None
+    awaiting = awaiting_approval(row)
     return "".join(
         (
-            transcript(session_id, snap.messages, partial, oob=True),
-            run_status(session_id, row, oob=True),
+            transcript(session_id, snap.messages, partial, oob=True, awaiting=awaiting),
+            run_status(session_id, row or last, oob=True),
             waiting(session_id, row, oob=True),
             live_state(snap.live),
         )
@@ -243,16 +275,20 @@ SNAPSHOT_FRAME_CHARS = 256 * 1024
 
 
 def snapshot_frames(
-    session_id: str, snap: Snapshot, limit: int = SNAPSHOT_FRAME_CHARS
+    session_id: str,
+    snap: Snapshot,
+    last: Mapping[str, Any] | None = None,
+    limit: int = SNAPSHOT_FRAME_CHARS,
 ) -> list[str]:
     """The snapshot as frames of at most ``limit`` characters each (a single message larger
     than that still goes out whole): the first replaces the transcript with its oldest part,
     the next ones append the rest in order, then the streaming answer."""
-    whole = snapshot(session_id, snap)
+    whole = snapshot(session_id, snap, last)
     if len(whole) <= limit:
         return [whole]
     row = snap.run
-    rendered = [_render("_message.html", item=item) for item in transcript_items(snap.messages)]
+    items = transcript_items(snap.messages, awaiting_approval(row))
+    rendered = [_render("_message.html", item=item) for item in items]
     chunks: list[list[str]] = [[]]
     size = 0
     for html in rendered:
@@ -266,7 +302,7 @@ def snapshot_frames(
     )
     frames = [
         first
-        + run_status(session_id, row, oob=True)
+        + run_status(session_id, row or last, oob=True)
         + waiting(session_id, row, oob=True)
         + live_state(snap.live)
     ]
@@ -336,8 +372,40 @@ def error(code: str, detail: str) -> str:
     return _render("_error.html", code=code, detail=detail)
 
 
-def reply(action: str, accepted: bool, reason: str) -> str:
-    return _render("_reply.html", action=action, accepted=accepted, reason=reason)
+def reply(
+    action: str, accepted: bool, reason: str, text: str = "", headline: str | None = None
+) -> str:
+    """The answer to one frame; ``text``: the message it carried, shown while it waits."""
+    said, detail = wording.reply(action, accepted, reason)
+    headline = headline or said
+    waits = accepted and action in ("steer", "queue")
+    return _render(
+        "_reply.html",
+        action=action,
+        accepted=accepted,
+        headline=headline,
+        reason=detail,
+        text=text if waits else "",
+    )
+
+
+def clear_reply() -> str:
+    """Empties the reply line: what it said no longer applies once the run has ended."""
+    return '<div hx-swap-oob="innerHTML:#control-reply"></div>'
+
+
+def approval_calls(row: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The tool calls the run waits to have approved, as call dicts by id."""
+    waits = (row or {}).get("waiting_for") or []
+    return {
+        str(w.get("id")): {
+            "id": w.get("id"),
+            "name": w.get("tool"),
+            "arguments": w.get("arguments"),
+        }
+        for w in waits
+        if w.get("kind") == "approval"
+    }
 
 
 # -- monitor fragments -------------------------------------------------------------------------

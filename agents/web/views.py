@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -9,8 +11,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from ..models import ChatSession, OperatorAction
-from . import queries, rendering, timeline
+from ..models import AgentProfile, ChatSession, OperatorAction, RunStatus
+from ..profiles.demo import DEMO_SLUG
+from . import chats, queries, rendering, timeline, wording
 from .access import may_use_session
 from .forms import NewChatForm
 
@@ -24,14 +27,31 @@ def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
 
 
 def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
-    sessions = ChatSession.objects.filter(owner=request.user).select_related("profile")
-    return render(request, "agents/home.html", {"form": form, "sessions": sessions}, status=status)
+    query = request.GET.get("q", "")
+    sessions = chats.listed(request.user, query)
+    profiles = form.fields["profile"].queryset  # type: ignore[attr-defined]
+    context = {"form": form, "sessions": sessions, "profiles": profiles, "query": query}
+    return render(request, "agents/home.html", context, status=status)
+
+
+def _default_profile(request: HttpRequest) -> Any:
+    """The agent a new chat starts with: the one this user chatted with last, else the demo."""
+    active = AgentProfile.objects.filter(is_active=True)
+    last = (
+        ChatSession.objects.filter(owner=request.user, profile__is_active=True)
+        .order_by("-updated_at")
+        .values_list("profile_id", flat=True)
+        .first()
+    )
+    if last is not None:
+        return last
+    return active.filter(slug=DEMO_SLUG).values_list("pk", flat=True).first()
 
 
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return _home(request, NewChatForm())
+    return _home(request, NewChatForm(initial={"profile": _default_profile(request)}))
 
 
 @login_required
@@ -57,11 +77,15 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _visible_session(request, session_id)
     runs = list(queries.runs_with_names().filter(session=session))
     active = next((run for run in runs if run.is_active), None)
-    view = rendering.run_view(queries.row(active)) if active else None
+    row = queries.row(active) if active else None
+    view = rendering.run_view(row)
+    latest = max(runs, key=lambda run: run.created_at, default=None)
+    awaiting = frozenset(rendering.approval_calls(row))
     context = {
         "session": session,
-        "items": rendering.transcript_items(queries.transcript(session)),
-        "run": view,
+        "items": rendering.transcript_items(queries.transcript(session), awaiting),
+        # No active run: the bar shows how the last one ended, with its usage.
+        "run": view or (rendering.run_view(queries.row(latest)) if latest else None),
         "waiting_run": view,
         "runs": runs,
     }
@@ -80,6 +104,7 @@ def monitor(request: HttpRequest) -> HttpResponse:
         {
             "active": [rendering.run_view(row) for row in active],
             "recent": [rendering.run_view(row) for row in recent],
+            "statuses": [(value, wording.status(value)) for value in RunStatus.values],
         },
     )
 

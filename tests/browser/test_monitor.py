@@ -46,7 +46,8 @@ def test_staff_sees_a_users_run_appear_and_finish_live_on_the_monitor(
     assert row.locator("td").first.inner_text() == "alice"
     assert row.locator(f'a[href="/sessions/{session.pk}/"]').inner_text() == "Watched chat"
     operator.wait_for_selector(
-        f"#active-runs #run-{run.request_id} [data-testid=monitor-phase]:text-is('generating')"
+        f"#active-runs #run-{run.request_id}[data-phase=generating] "
+        "[data-testid=monitor-phase]:text-is('writing')"
     )
 
     operator.wait_for_selector(f"#recent-runs #run-{run.request_id}[data-status=completed]",

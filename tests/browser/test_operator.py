@@ -142,7 +142,7 @@ def test_staff_approves_on_the_monitor_while_the_owners_chat_shows_the_wait_and_
     expect(chat_wait.locator("code")).to_have_text("calculator")
     expect(chat_wait.locator("pre")).to_contain_text("6*7")
     card = chat.locator("#transcript [data-testid=tool-card]")
-    expect(card).to_have_attribute("data-state", "running", timeout=SHORT)
+    expect(card).to_have_attribute("data-state", "awaiting", timeout=SHORT)
     expect(run_status(chat)).to_have_attribute("data-status", "waiting", timeout=SHORT)
 
     run = only_run(session)
@@ -337,7 +337,7 @@ def test_cancel_while_a_tool_waits_for_approval_stops_the_run_and_the_chat_stays
 
     expect(run_status(page)).to_have_attribute("data-status", "cancelled", timeout=RUN)
     expect(run_status(page)).to_have_attribute("data-cancel-state", "stopped")
-    expect(page.locator("[data-testid=cancel-state]")).to_have_text("cancel stopped")
+    expect(page.locator("[data-testid=cancel-state]")).to_have_text("stopped on request")
     expect(page.locator("[data-testid=control-reply][data-action=cancel]")).to_have_attribute(
         "data-reply", "accepted"
     )

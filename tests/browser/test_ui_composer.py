@@ -92,3 +92,31 @@ def test_a_message_the_reject_policy_refuses_stays_in_the_box_beside_the_reason(
     expect(box(page)).to_have_value("my carefully written follow-up")
     expect(run_status(page)).to_have_attribute("data-status", "completed", timeout=RUN)
     expect(box(page)).to_have_value("my carefully written follow-up")
+
+
+def test_enter_sends_shift_enter_breaks_the_line_and_stop_cancels_the_active_run(
+    page: Any, live_url: str, login: Any, user: Any, password: str
+) -> None:
+    session = ChatSession.objects.create(owner=user, profile=make_profile("keys", delay=0.05))
+    login(page, user.username, password)
+    open_chat(page, live_url, session)
+    stop = page.locator("[data-testid=stop]")
+    expect(box(page)).to_be_focused()
+    expect(stop).to_be_hidden()
+
+    page.keyboard.type("first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type(LONG_PROMPT)
+    expect(box(page)).to_have_value(f"first line\n{LONG_PROMPT}")
+    page.keyboard.press("Enter")
+    user_turn = page.locator("#transcript [data-testid=message][data-role=user]")
+    expect(user_turn).to_have_count(1, timeout=SHORT)
+    expect(box(page)).to_have_value("")
+    expect(box(page)).to_be_focused()
+    assert Message.objects.get(session=session, role="user").content.startswith("first line\n")
+
+    expect(stop).to_be_visible(timeout=SHORT)
+    stop.click()
+    expect(run_status(page)).to_have_attribute("data-status", "cancelled", timeout=RUN)
+    expect(stop).to_be_hidden()
+    assert Run.objects.get(session=session).status == "cancelled"

@@ -166,7 +166,7 @@ def test_chat_of_an_active_run_shows_phase_cancel_steer_and_waits(
         ],
     )  # fmt: skip
     page = _login(client, session.owner).get(f"/sessions/{session.pk}/").content.decode()
-    assert 'data-testid="phase">running_tool<' in page
+    assert 'data-testid="phase">using a tool<' in page
     assert 'name="type" value="cancel"' in page
     assert 'data-testid="steer-hint"' in page
     assert 'data-testid="approval-card" data-wait-id="c9"' in page

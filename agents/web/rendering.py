@@ -1,216 +1,53 @@
-"""HTML for the browser: sanitised markdown of model output and the htmx fragments sockets send.
+"""HTML for the browser: the htmx fragments sockets send and the pages include.
 
-Model output is untrusted. Message content goes through markdown-it with raw HTML disabled and
-then nh3 with a small allow-list; everything else reaches the page through auto-escaping Django
+Model output is untrusted: message content is rendered by ``markup`` (markdown without raw
+HTML, then an allow-list); everything else reaches the page through auto-escaping Django
 templates. Streaming deltas are escaped text only. Every fragment a socket sends is a sequence
 of top-level elements the htmx ws extension swaps out of band (by id or by hx-swap-oob).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import nh3
 from django.template.loader import render_to_string
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
-from markdown_it import MarkdownIt
 
 from ..hosting import Snapshot
 from . import wording
+from .items import (
+    TERMINAL_STATUSES,
+    approval_calls,
+    approval_of,
+    awaiting_approval,
+    dom_id,
+    message_item,
+    pretty_json,
+    run_view,
+    tool_card,
+    tool_state,
+    transcript_items,
+    when,
+)
+from .markup import render_markdown, sanitize
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
-
-_markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-
-# Only what markdown itself produces; no style, no id/class except code languages.
-_ALLOWED_TAGS = frozenset(
-    {
-        "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
-        "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6",
-        "table", "thead", "tbody", "tr", "th", "td",
-    }
-)  # fmt: skip
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
-_SAFE_DOM_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
-
-
-def render_markdown(text: str) -> SafeString:
-    """Untrusted markdown as HTML that can neither run script nor restyle the page."""
-    return sanitize(_markdown.render(text or ""))
-
-
-def sanitize(html: str) -> SafeString:
-    """HTML reduced to the markdown allow-list: no script, handlers, styles or odd URLs."""
-    cleaned = nh3.clean(
-        html,
-        tags=set(_ALLOWED_TAGS),
-        clean_content_tags={"script", "style"},
-        attributes={tag: set(names) for tag, names in _ALLOWED_ATTRIBUTES.items()},
-        url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
-        filter_style_properties={"text-align"},
-        strip_comments=True,
-    )
-    return mark_safe(cleaned)  # noqa: S308 - nh3 output is the sanitised HTML
-
-
-def dom_id(value: str) -> str:
-    """A token safe inside an HTML id and a CSS #selector (provider ids are not guaranteed)."""
-    if _SAFE_DOM_ID.fullmatch(value or ""):
-        return value
-    return "h" + hashlib.sha256((value or "").encode()).hexdigest()[:20]
-
-
-def pretty_json(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def when(epoch: float | None) -> dt.datetime | None:
-    if epoch is None:
-        return None
-    return dt.datetime.fromtimestamp(float(epoch), tz=dt.UTC)
-
-
-# -- view models -------------------------------------------------------------------------------
-
-
-def approval_of(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The approval record of a tool result: {decision, reason, by}, or None if ungated.
-
-    The approval extension stores the decision as a string in attributes["approval"] with
-    "reason" and "by" beside it; a mapping under "approval" is accepted too.
-    """
-    attributes = (result or {}).get("attributes") or {}
-    approval = attributes.get("approval")
-    if isinstance(approval, Mapping):
-        return {"decision": approval.get("decision"), "reason": approval.get("reason"),
-                "by": approval.get("by")}  # fmt: skip
-    if isinstance(approval, str) and approval:
-        return {"decision": approval, "reason": attributes.get("reason"),
-                "by": attributes.get("by")}  # fmt: skip
-    return None
-
-
-def tool_state(result: Mapping[str, Any] | None, status: str = "") -> str:
-    """One token for a tool card: awaiting, running, ok, error, skipped or denied.
-
-    A call without a result is running (the card exists only once the model made the call),
-    or "awaiting" while the run waits for its approval.
-    """
-    if result is None:
-        return {"awaiting": "awaiting", "failed": "error", "skipped": "skipped"}.get(
-            status, "running"
-        )
-    approval = approval_of(result)
-    if approval and approval["decision"] == "denied":
-        return "denied"
-    if result.get("skipped") or status == "skipped":
-        return "skipped"
-    if result.get("is_error") or status == "failed":
-        return "error"
-    return "ok"
-
-
-def tool_card(
-    call: Mapping[str, Any], result: Mapping[str, Any] | None = None, status: str = ""
-) -> dict[str, Any]:
-    state = tool_state(result, status)
-    return {
-        "dom": dom_id(str(call.get("id", ""))),
-        "id": call.get("id", ""),
-        "name": call.get("name", ""),
-        "arguments": pretty_json(call.get("arguments", {})),
-        "result": result,
-        "state": state,
-        "state_label": wording.tool_state(state),
-        "approval": approval_of(result),
-    }
-
-
-def message_item(
-    message: Mapping[str, Any],
-    results: Mapping[str, Any] | None = None,
-    awaiting: frozenset[str] = frozenset(),
-) -> dict:
-    """A message dict with what its template needs: rendered markdown and its tool cards."""
-    results = results or {}
-    role = message.get("role", "")
-    return {
-        "m": message,
-        "dom": dom_id(str(message.get("id", ""))),
-        "html": render_markdown(message.get("content", "")) if role == "assistant" else "",
-        "cards": [
-            tool_card(
-                call,
-                results.get(call.get("id")),
-                "awaiting" if call.get("id") in awaiting else "",
-            )
-            for call in message.get("tool_calls") or []
-        ],
-    }
-
-
-def awaiting_approval(row: Mapping[str, Any] | None) -> frozenset[str]:
-    """The ids of the tool calls the run waits to have approved."""
-    waits = (row or {}).get("waiting_for") or []
-    return frozenset(str(w.get("id")) for w in waits if w.get("kind") == "approval")
-
-
-def transcript_items(
-    messages: Sequence[Mapping[str, Any]], awaiting: frozenset[str] = frozenset()
-) -> list[dict[str, Any]]:
-    """Messages in order, with each tool result folded into its call's card."""
-    called = {
-        call.get("id")
-        for message in messages
-        if message.get("role") == "assistant"
-        for call in message.get("tool_calls") or []
-    }
-    results = {
-        message.get("tool_call_id"): message
-        for message in messages
-        if message.get("role") == "tool" and message.get("tool_call_id") in called
-    }
-    items = []
-    for message in messages:
-        if message.get("role") == "tool" and message.get("tool_call_id") in called:
-            continue
-        items.append(message_item(message, results, awaiting))
-    return items
-
-
-def run_view(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A run row plus what templates show: datetimes, activity and its open waits."""
-    if row is None:
-        return None
-    waits = [
-        {
-            **wait,
-            "dom": dom_id(str(wait.get("id", ""))),
-            "arguments_json": pretty_json(wait.get("arguments", {})),
-        }
-        for wait in row.get("waiting_for") or []
-    ]
-    return {
-        **row,
-        "dom": dom_id(str(row.get("request_id", ""))),
-        "active": row.get("status") not in TERMINAL_STATUSES,
-        "phase_label": wording.phase(row.get("phase")),
-        "status_label": wording.status(row.get("status")),
-        "cancel_label": wording.cancel_state(row.get("cancel_state")),
-        "started": when(row.get("started_at")),
-        "finished": when(row.get("finished_at")),
-        "waits": waits,
-    }
+__all__ = [  # the view models are used through here by consumers, views and tests
+    "TERMINAL_STATUSES",
+    "approval_calls",
+    "approval_of",
+    "awaiting_approval",
+    "dom_id",
+    "message_item",
+    "pretty_json",
+    "render_markdown",
+    "run_view",
+    "sanitize",
+    "tool_card",
+    "tool_state",
+    "transcript_items",
+    "when",
+]
 
 
 # -- chat fragments ----------------------------------------------------------------------------
@@ -392,20 +229,6 @@ def reply(
 def clear_reply() -> str:
     """Empties the reply line: what it said no longer applies once the run has ended."""
     return '<div hx-swap-oob="innerHTML:#control-reply"></div>'
-
-
-def approval_calls(row: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """The tool calls the run waits to have approved, as call dicts by id."""
-    waits = (row or {}).get("waiting_for") or []
-    return {
-        str(w.get("id")): {
-            "id": w.get("id"),
-            "name": w.get("tool"),
-            "arguments": w.get("arguments"),
-        }
-        for w in waits
-        if w.get("kind") == "approval"
-    }
 
 
 # -- monitor fragments -------------------------------------------------------------------------

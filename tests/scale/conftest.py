@@ -623,7 +623,7 @@ def monitor_row(request_id: str, status: str | None = None) -> str:
     wanted = re.escape(status) if status else '[^"]*'
     return (
         rf'data-testid="monitor-row" data-request-id="{re.escape(request_id)}"'
-        rf' data-status="(?P<status>{wanted})"'
+        rf'[^>]*? data-status="(?P<status>{wanted})"'
     )
 
 

@@ -186,7 +186,8 @@ async def test_a_reconnecting_tab_shows_the_interrupted_run_its_partial_answer_a
     assert len(stored) == 1 and stored[0]["content"].startswith(run.partial_text)
     assert stored[0]["attributes"] == {"partial": True, "stopped": "interrupted"}
     assert stored[0]["include_in_messages"] is False
-    assert 'data-status="idle"' in snapshot  # the session is free for the next message
+    # The status bar shows the last run's outcome; the session takes the next message.
+    assert 'data-status="interrupted"' in snapshot
 
     cursor = tab.mark()
     await tab.send(type="message", text="are you there?")

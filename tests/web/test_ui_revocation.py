@@ -119,3 +119,28 @@ async def test_a_password_change_or_deactivation_closes_every_socket_of_the_user
     staff_user.is_active = False
     await staff_user.asave(update_fields=["is_active"])
     assert await closed_with(monitor) == CLOSE_UNAUTHENTICATED
+
+
+def test_the_revocation_receivers_are_connected_in_every_process_once_django_is_set_up() -> None:
+    # manage.py changepassword and the admin run no URLconf first: the app connects them.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import django; django.setup()\n"
+        "from django.contrib.auth.signals import user_logged_out\n"
+        "from django.db.models.signals import pre_save\n"
+        "keys = [entry[0] for entry in pre_save.receivers + user_logged_out.receivers]\n"
+        "print(sorted(k[0] for k in keys if isinstance(k[0], str) and k[0].startswith('zett-')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "zett_site.settings"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['zett-revoke-on-credentials', 'zett-revoke-on-logout']"

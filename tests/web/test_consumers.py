@@ -303,6 +303,19 @@ async def test_message_frame_starts_a_run_and_tokens_arrive_before_the_final_mes
     assert 'data-testid="message" data-role="user"' in "".join(frames[:first_delta_at])
 
 
+async def _chat_paused_mid_answer(
+    connect: Any, user: Any, make_profile: Any, make_session: Any, model: Any, text: str
+) -> tuple[Any, Socket]:
+    """A chat whose run streams until the pausing model stops: (session, its socket)."""
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text=text)
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    return session, socket
+
+
 async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once(
     connect: Any,
     manager: Any,
@@ -314,12 +327,9 @@ async def test_reconnect_mid_stream_gets_the_snapshot_then_the_rest_exactly_once
 ) -> None:
     answer = "one two three four five six seven eight nine ten"
     model = pausing(answer, 4)
-    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
-    session = await make_session(user, profile)
-    first = await connect(f"/ws/sessions/{session.id}/", user)
-    await first.next()
-    await first.send(type="message", text="count to ten")
-    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    session, first = await _chat_paused_mid_answer(
+        connect, user, make_profile, make_session, model, "count to ten"
+    )
     await first.until(lambda frame: bool(DELTA.search(frame)))
     await first.communicator.disconnect()
 
@@ -450,12 +460,9 @@ async def test_cancel_shows_requested_then_stopped_and_the_run_ends_cancelled(
     connect: Any, user: Any, make_profile: Any, make_session: Any, pausing: Any
 ) -> None:
     model = pausing("never finished answer", 1)
-    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
-    session = await make_session(user, profile)
-    socket = await connect(f"/ws/sessions/{session.id}/", user)
-    await socket.next()
-    await socket.send(type="message", text="go")
-    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    session, socket = await _chat_paused_mid_answer(
+        connect, user, make_profile, make_session, model, "go"
+    )
     await socket.until(lambda frame: bool(DELTA.search(frame)))
     await socket.send(type="cancel")
     frames = await socket.until(lambda frame: 'data-status="cancelled"' in frame)
@@ -674,12 +681,9 @@ async def test_a_lost_delta_makes_the_page_take_a_fresh_snapshot_and_a_repeat_is
 ) -> None:
     answer = "one two three four five six seven eight nine ten"
     model = pausing(answer, 3)
-    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
-    session = await make_session(user, profile)
-    socket = await connect(f"/ws/sessions/{session.id}/", user)
-    await socket.next()
-    await socket.send(type="message", text="count")
-    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    session, socket = await _chat_paused_mid_answer(
+        connect, user, make_profile, make_session, model, "count"
+    )
     shown = ""
     while shown != "one two three ":
         shown += "".join(text for _, text in DELTA.findall(await socket.next()))

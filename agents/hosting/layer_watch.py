@@ -15,6 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .per_loop import PerLoop
+
 log = logging.getLogger(__name__)
 
 Listener = Callable[[], Awaitable[None]]
@@ -100,18 +102,9 @@ class LayerWatch:
             await asyncio.sleep(self.interval)
 
 
-_watches: dict[int, tuple[asyncio.AbstractEventLoop, LayerWatch]] = {}
+_watches: PerLoop[LayerWatch] = PerLoop()
 
 
 def layer_watch(layer: Any) -> LayerWatch:
     """The LayerWatch of the running event loop (created on first use)."""
-    loop = asyncio.get_running_loop()
-    entry = _watches.get(id(loop))
-    if entry is None or entry[0] is not loop:
-        for key, (other, _) in list(_watches.items()):
-            if other.is_closed():
-                del _watches[key]
-        watch = LayerWatch(layer)
-        _watches[id(loop)] = (loop, watch)
-        return watch
-    return entry[1]
+    return _watches.get(lambda: LayerWatch(layer))

@@ -21,6 +21,7 @@ from . import db, policy
 from .control_bus import ControlBus, LayerUnavailable
 from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
+from .per_loop import PerLoop
 from .run import HostedRun
 from .settings import HostSettings
 from .snapshot import build_snapshot, local_part
@@ -398,18 +399,9 @@ class RunManager:
 
 # -- one manager per event loop -----------------------------------------------------------
 
-_managers: dict[int, tuple[asyncio.AbstractEventLoop, RunManager]] = {}
+_managers: PerLoop[RunManager] = PerLoop()
 
 
 def get_run_manager() -> RunManager:
     """The RunManager of the running event loop (created on first use)."""
-    loop = asyncio.get_running_loop()
-    entry = _managers.get(id(loop))
-    if entry is None or entry[0] is not loop:
-        for key, (other, _) in list(_managers.items()):
-            if other.is_closed():
-                del _managers[key]
-        manager = RunManager()
-        _managers[id(loop)] = (loop, manager)
-        return manager
-    return entry[1]
+    return _managers.get(RunManager)

@@ -269,13 +269,19 @@ def _channel_layers() -> dict[str, Any]:
                 },
             }
         }
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    # After Redis restarts, every pooled connection is dead but still in the pool: without a
+    # retry, the first command on each fails ("Connection closed by server") although Redis
+    # is back. One retry on a fresh connection hides that; a Redis still away fails as before.
+    retry = {"retry_on_error": [RedisConnectionError]}
     if os.environ.get("ZETT_REDIS_LAYER", "core").strip() == "pubsub":
         return {
             "default": {
                 # One PUBLISH per group send; groups are this process's subscriptions, so
                 # a Redis restart loses none (the layer re-subscribes when it reconnects).
                 "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": redis_url}]},
+                "CONFIG": {"hosts": [{"address": redis_url, **retry}]},
             }
         }
     return {
@@ -285,7 +291,14 @@ def _channel_layers() -> dict[str, Any]:
                 # redis-py 8 defaults to a 5 s socket timeout, as long as channels-redis's
                 # blocking receive: idle sockets would die with TimeoutError.
                 # Its pools also default to 100 connections, too few for a busy process.
-                "hosts": [{"address": redis_url, "socket_timeout": None, "max_connections": 1000}],
+                "hosts": [
+                    {
+                        "address": redis_url,
+                        "socket_timeout": None,
+                        "max_connections": 1000,
+                        **retry,
+                    }
+                ],
                 # channels-redis keeps all of one process's socket channels under one key,
                 # so this bounds a whole process's backlog, not one socket's.
                 "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 20000, 10, 1e7)),

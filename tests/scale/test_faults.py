@@ -337,6 +337,27 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.stop()
 
 
+async def test_the_first_command_after_a_redis_restart_goes_through(private_redis, monkeypatch):
+    """Redis restarted: the pooled connections are dead, yet the first send must not fail."""
+    from django.utils.module_loading import import_string
+
+    from zett_site.settings import _channel_layers
+
+    monkeypatch.setenv("REDIS_URL", private_redis.url)
+    monkeypatch.delenv("ZETT_REDIS_LAYER", raising=False)
+    config = _channel_layers()["default"]
+    layer = import_string(config["BACKEND"])(**config["CONFIG"])
+    channel = await layer.new_channel()
+    # Several connections in the pool, as on a busy process.
+    await asyncio.gather(*(layer.group_send("probe", {"type": "x"}) for _ in range(5)))
+    private_redis.stop()
+    private_redis.start()
+    await layer.group_add("after", channel)
+    await layer.group_send("after", {"type": "hello"})
+    assert (await asyncio.wait_for(layer.receive(channel), 5))["type"] == "hello"
+    await layer.flush()
+
+
 async def test_after_a_redis_outage_control_and_live_updates_come_back(
     daphne_cluster, rows, sockets, private_redis
 ):

@@ -54,12 +54,12 @@ DEMO_PROFILES: tuple[_DemoProfile, ...] = (
         {
             "name": "Slow demo agent",
             "description": "The offline demo model, slowed down to try the controls by hand: "
-            "answers of 80 words at about three words a second, so there is time to steer "
+            "answers of 60 words at about three words a second, so there is time to steer "
             "(send a second message), press Stop, or watch it on the monitor; the calculator "
             "waits for your approval. No network needed. " + _TRY,
             "provider": "demo",
             "model_name": "demo",
-            "provider_settings": {"delay": 0.35, "reply_words": 80},
+            "provider_settings": {"delay": 0.3, "reply_words": 60},
             "system_prompt": "You are a helpful assistant.",
         },
         (

@@ -238,3 +238,35 @@ def test_finish_maps_every_other_status_to_the_failed_phase() -> None:
         projection.finish(status, None)
         assert (projection.run.status, projection.run.phase) == (status, phase)
         assert projection.run.cancel_state == CancelState.NONE  # nobody asked to cancel
+
+
+def test_live_usage_is_an_estimate_while_streaming_then_the_providers_usage() -> None:
+    from decimal import Decimal
+
+    from agents.runtime.pricing import TokenPrices
+
+    run = Run(request_id=REQUEST, input_text="hi", status=RunStatus.RUNNING)
+    projection = RunProjection(
+        run,
+        OperatorProtocol({}, ()),
+        lambda: run_row(run, estimate=projection.live_output_estimate),
+    )
+    projection.prices = TokenPrices(input=Decimal(1), output=Decimal(10))
+    ev = Events()
+    projection.apply(ev(ET.MODEL_STARTED, G, iteration=1))
+    projection.dirty = False
+    projection.apply(ev(ET.TEXT_DELTA, G, delta="x" * 40, iteration=1))
+    live = projection.row()["usage"]
+    # 40 characters stream: about 10 tokens, marked as an estimate, and the monitor row moved.
+    assert projection.dirty and live["estimated"] and live["output_tokens"] == 10
+    assert live["label"].startswith("≈ 10 tokens")
+
+    answer = AssistantMessage("x" * 40)
+    usage = ModelUsage(input_tokens=100, output_tokens=7, cache_read_tokens=40)
+    step = projection.apply(ev(ET.MODEL_COMPLETED, G, message=answer, iteration=1, usage=usage))
+    final = projection.row()["usage"]
+    assert not final["estimated"] and (final["output_tokens"], final["cache_read_tokens"]) == (
+        7,
+        40,
+    )
+    assert run.cost == Decimal("0.00017") and {"cost", "cache_read_tokens"} <= step.fields

@@ -104,6 +104,7 @@ def usage_dict(run: Run, estimate: int = 0) -> dict[str, Any]:
         "cost": None if run.cost is None else f"{run.cost.normalize():f}",
         "currency": run.cost_currency,
         "label": usage_label(run, estimate),
+        "cost_label": cost_label(run),
     }
 
 
@@ -111,11 +112,14 @@ def usage_label(run: Run, estimate: int = 0) -> str:
     """The quiet line: "1,234 tokens · $0.0123", "≈ 1,234 tokens · no price set"."""
     tokens = run.input_tokens + run.output_tokens + estimate
     prefix = "≈ " if estimate > 0 else ""
+    return f"{prefix}{tokens:,} tokens · {cost_label(run)}"
+
+
+def cost_label(run: Run) -> str:
+    """The run's cost for display, or "no price set"."""
     if run.cost is None:
-        price = "no price set"
-    else:
-        price = format_cost(run.cost, run.cost_currency or "USD")
-    return f"{prefix}{tokens:,} tokens · {price}"
+        return "no price set"
+    return format_cost(run.cost, run.cost_currency or "USD")
 
 
 def format_cost(cost: Any, currency: str) -> str:

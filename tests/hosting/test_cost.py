@@ -82,3 +82,24 @@ def test_the_price_admin_names_models_seen_without_a_price(admin_client: Client,
 
     page = admin_client.get("/admin/agents/modelprice/").content.decode()
     assert "Models seen without a price" in page and "openai:gpt-x" in page
+
+
+def test_the_chat_header_shows_the_sessions_total_of_its_runs(client: Client, user: Any) -> None:
+    from agents.models import AgentProfile, ChatSession
+
+    profile = AgentProfile.objects.create(name="P", slug="p", provider="demo", model_name="demo")
+    session = ChatSession.objects.create(owner=user, profile=profile)
+    for cost in ("0.0012", "0.0030"):
+        Run.objects.create(
+            session=session,
+            profile=profile,
+            input_text="hi",
+            status="completed",
+            input_tokens=1000,
+            output_tokens=200,
+            cost=Decimal(cost),
+            cost_currency="USD",
+        )
+    client.force_login(user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "2,400 tokens · $0.0042" in page

@@ -20,6 +20,7 @@ from .models import (
     ChatSession,
     ExtensionSetting,
     Message,
+    ModelPrice,
     OperatorAction,
     Run,
     RunEvent,
@@ -310,7 +311,18 @@ class ChatSessionAdmin(_ReadOnly):
 
 @admin.register(Run)
 class RunAdmin(_ReadOnly):
-    list_display = ("request_id", "session", "status", "phase", "iterations", "created_at", "host")
+    list_display = (
+        "request_id",
+        "session",
+        "status",
+        "phase",
+        "iterations",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+        "created_at",
+        "host",
+    )
     list_filter = ("status",)
     search_fields = ("request_id", "session__id")
 
@@ -325,3 +337,39 @@ class RunEventAdmin(_ReadOnly):
 class OperatorActionAdmin(_ReadOnly):
     list_display = ("created_at", "user", "action", "outcome", "session", "run")
     list_filter = ("action", "outcome")
+
+
+def models_without_price() -> list[tuple[str, str]]:
+    """(provider, model name) of every model that ran and has no price set."""
+    seen = (
+        Run.objects.filter(cost__isnull=True, profile__isnull=False)
+        .exclude(input_tokens=0, output_tokens=0)
+        .values_list("profile__provider", "profile__model_name")
+        .distinct()
+    )
+    return sorted(set(seen))
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; the list names the models that ran without a price."""
+
+    list_display = (
+        "provider",
+        "model_pattern",
+        "input_per_million",
+        "output_per_million",
+        "cache_read_per_million",
+        "cache_write_per_million",
+        "currency",
+        "valid_from",
+    )
+    list_filter = ("provider", "currency")
+    search_fields = ("model_pattern",)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        unpriced = models_without_price()
+        if unpriced:
+            names = format_html_join(", ", "{}:{}", unpriced)
+            messages.warning(request, format_html("Models seen without a price: {}", names))
+        return super().changelist_view(request, extra_context)

@@ -16,6 +16,7 @@ from ..profiles.demo import DEMO_SLUG
 from . import chats, queries, rendering, timeline, wording
 from .access import may_use_session
 from .forms import NewChatForm
+from .items import usage_total
 
 
 def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
@@ -88,6 +89,7 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
         "run": view or (rendering.run_view(queries.row(latest)) if latest else None),
         "waiting_run": view,
         "runs": runs,
+        "usage_total": usage_total(runs) if runs else "",
     }
     return render(request, "agents/chat.html", context)
 

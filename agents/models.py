@@ -128,6 +128,12 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Set when a compaction summarised this message: the summary row (a user message with
+    # attribute compaction_summary) stands in for it in the model context from then on.
+    # The row itself stays, readable in the transcript.
+    summarized_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="summarizes"
+    )
 
     class Meta:
         ordering = ["session", "seq"]

@@ -115,7 +115,6 @@ class SummaryCompactionExtension(AgentExtension):
             )
             return False
         message = UserMessage(SUMMARY_PREFIX + summary, attributes={SUMMARY_ATTRIBUTE: True})
-        context.replace_messages([*instructions, message, *kept], emit_new=False)
         await context.publish(
             CompactionEvent(
                 compressed_from=1,
@@ -126,6 +125,9 @@ class SummaryCompactionExtension(AgentExtension):
                 messages=(message, *kept),
             )
         )
+        # Published before the context changes: a store maps the compressed positions
+        # onto the messages still in context.state.
+        context.replace_messages([*instructions, message, *kept], emit_new=False)
         await context.emit(
             AgentEvent(
                 AgentEventType.COMPACTION_COMPLETED,

@@ -8,7 +8,7 @@ from typing import Any
 import pydantic
 from asgiref.sync import sync_to_async
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, path

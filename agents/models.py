@@ -89,6 +89,8 @@ class ChatSession(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    pinned = models.BooleanField(default=False)  # listed first in its owner's chats
+    archived = models.BooleanField(default=False)  # left out of the list; search still finds it
 
     class Meta:
         ordering = ["-updated_at"]

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pydantic
+from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
 
 from .models import (
     AgentProfile,
     ChatSession,
     ExtensionSetting,
     Message,
+    ModelPrice,
     OperatorAction,
     Run,
     RunEvent,
@@ -30,7 +32,7 @@ from .profiles.catalog import (
     extension_catalog,
     hook_order,
 )
-from .profiles.check import PROFILE_TEST_PROMPT, ProfileTestResult, test_profile
+from .profiles.check import PROFILE_TEST_PROMPT, test_profile
 from .providers.registry import PROVIDERS
 from .runtime.tools import validation_problems
 
@@ -214,7 +216,6 @@ class AgentProfileAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("effective_order",)
-    actions = ["test_profiles"]
 
     @admin.display(description="Effective order of extensions per hook")
     def effective_order(self, obj: AgentProfile | None) -> str:
@@ -232,20 +233,53 @@ class AgentProfileAdmin(admin.ModelAdmin):
         )
         return format_html("<table><tr><th>Hook</th><th>Runs, in order</th></tr>{}</table>", rows)
 
-    @admin.action(description="Test this profile (one short prompt)")
-    def test_profiles(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
-        for profile in queryset:
-            rows = list(profile.extensions.all())
-            result: ProfileTestResult = asyncio.run(test_profile(profile, rows))
-            if result.ok:
-                self.message_user(
-                    request,
-                    f"{profile.name}: answered {result.answer!r} in {result.seconds:.2f} s "
-                    f"(prompt: {PROFILE_TEST_PROMPT!r}).",
-                    messages.SUCCESS,
-                )
-            else:
-                self.message_user(request, f"{profile.name}: {result.error}", messages.ERROR)
+    def get_urls(self) -> list[URLPattern]:
+        test = path(
+            "<path:object_id>/test/",
+            profile_test_view,
+            name="agents_agentprofile_test",
+        )
+        return [test, *super().get_urls()]
+
+
+def _load_for_test(user: Any, object_id: str) -> tuple[AgentProfile | None, list[Any], int]:
+    """(profile, its extension rows, HTTP status) for the test view's caller."""
+    if not (user.is_active and user.is_staff):
+        return None, [], 403
+    if not user.has_perm("agents.change_agentprofile"):
+        return None, [], 403
+    profile = AgentProfile.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+    if profile is None:
+        return None, [], 404
+    return profile, list(profile.extensions.all()), 200
+
+
+@require_POST
+async def profile_test_view(request: HttpRequest, object_id: str) -> JsonResponse:
+    """ "Test this profile": one short prompt through the saved profile, answered as JSON.
+
+    An async view: the model call waits on the event loop, so neither the admin page (which
+    fetches this) nor any other request waits for it; the database is touched once, briefly,
+    before the call. POSTs pass the site's CSRF check like any form.
+    """
+    user = await request.auser()
+    profile, rows, status = await sync_to_async(_load_for_test)(user, object_id)
+    if profile is None:
+        reason = (
+            "Staff with the right to change profiles only." if status == 403 else "No such profile."
+        )
+        return JsonResponse({"ok": False, "error": reason}, status=status)
+    result = await test_profile(profile, rows)
+    return JsonResponse(
+        {
+            "ok": result.ok,
+            "profile": profile.name,
+            "prompt": PROFILE_TEST_PROMPT,
+            "answer": result.answer,
+            "error": result.error,
+            "seconds": round(result.seconds, 2),
+        }
+    )
 
 
 class MessageInline(admin.TabularInline):
@@ -277,7 +311,18 @@ class ChatSessionAdmin(_ReadOnly):
 
 @admin.register(Run)
 class RunAdmin(_ReadOnly):
-    list_display = ("request_id", "session", "status", "phase", "iterations", "created_at", "host")
+    list_display = (
+        "request_id",
+        "session",
+        "status",
+        "phase",
+        "iterations",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+        "created_at",
+        "host",
+    )
     list_filter = ("status",)
     search_fields = ("request_id", "session__id")
 
@@ -292,3 +337,39 @@ class RunEventAdmin(_ReadOnly):
 class OperatorActionAdmin(_ReadOnly):
     list_display = ("created_at", "user", "action", "outcome", "session", "run")
     list_filter = ("action", "outcome")
+
+
+def models_without_price() -> list[tuple[str, str]]:
+    """(provider, model name) of every model that ran and has no price set."""
+    seen = (
+        Run.objects.filter(cost__isnull=True, profile__isnull=False)
+        .exclude(input_tokens=0, output_tokens=0)
+        .values_list("profile__provider", "profile__model_name")
+        .distinct()
+    )
+    return sorted(set(seen))
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; the list names the models that ran without a price."""
+
+    list_display = (
+        "provider",
+        "model_pattern",
+        "input_per_million",
+        "output_per_million",
+        "cache_read_per_million",
+        "cache_write_per_million",
+        "currency",
+        "valid_from",
+    )
+    list_filter = ("provider", "currency")
+    search_fields = ("model_pattern",)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        unpriced = models_without_price()
+        if unpriced:
+            names = format_html_join(", ", "{}:{}", unpriced)
+            messages.warning(request, format_html("Models seen without a price: {}", names))
+        return super().changelist_view(request, extra_context)

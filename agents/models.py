@@ -89,6 +89,8 @@ class ChatSession(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    pinned = models.BooleanField(default=False)  # listed first in its owner's chats
+    archived = models.BooleanField(default=False)  # left out of the list; search still finds it
 
     class Meta:
         ordering = ["-updated_at"]
@@ -186,6 +188,13 @@ class Run(models.Model):
     iterations = models.PositiveIntegerField(default=0)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # Parts of input/output as providers report them (ModelUsage's normalisation).
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    # Exact cost under the price in force when the run started; None: no price set.
+    cost = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True)
     error = models.TextField(blank=True)
     # The answer streaming when the run was last checkpointed: what a reaped run shows.
     partial_text = models.TextField(blank=True)
@@ -224,6 +233,36 @@ class Run(models.Model):
             return None
         end = self.finished_at or timezone.now()
         return (end - self.started_at).total_seconds()
+
+
+class ModelPrice(models.Model):
+    """Prices per million tokens of the models a provider key names, from a date on."""
+
+    provider = models.CharField(max_length=50)  # key in the provider catalog
+    model_pattern = models.CharField(
+        max_length=200, help_text="An exact model name, or a glob such as gpt-4o*."
+    )
+    input_per_million = models.DecimalField(max_digits=14, decimal_places=6)
+    output_per_million = models.DecimalField(max_digits=14, decimal_places=6)
+    cache_read_per_million = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Empty: the input price."
+    )
+    cache_write_per_million = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Empty: the input price."
+    )
+    currency = models.CharField(max_length=3, default="USD")
+    valid_from = models.DateField(default=timezone.localdate)
+
+    class Meta:
+        ordering = ["provider", "model_pattern", "-valid_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "model_pattern", "valid_from"], name="model_price_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model_pattern} from {self.valid_from}"
 
 
 class RunEvent(models.Model):

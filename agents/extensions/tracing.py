@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import random
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -26,9 +28,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..runtime.events import CompactionEvent, MessageAppendedEvent, RunCancelledEvent
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
     from ..runtime.tools import ToolResult
 
 INSTRUMENTATION = "zett.agents"
+_log = logging.getLogger(__name__)
 _STATE_KEY = "tracing.spans"
 _EMPTY = otel_context.Context()  # a run's trace starts fresh, not under whoever started it
 
@@ -151,14 +162,100 @@ def configure_from_environment() -> trace.TracerProvider:
 
 
 # -- one request's spans ---------------------------------------------------------------------
+#
+# Spans are recorded in plain objects while the run goes on and handed to the tracer's span
+# processor as finished SDK ReadableSpans when each ends: the SDK's live Span (locks,
+# bounded attribute maps, per-call validation) costs some 20 µs a span, which is more than
+# the whole runtime spends on a dozen events. What a processor sees is what the SDK would
+# have given it at on_end; on_start is not called (batch, simple and exporting processors
+# do nothing there). Child spans follow their run's sampling decision, as the SDK's default
+# ParentBased sampler has them do.
+
+_UNSET = Status(StatusCode.UNSET)
+_NO_EVENTS: tuple[Event, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """A span under way: what its ReadableSpan will be built from when it ends."""
+
+    name: str
+    kind: SpanKind
+    span_id: int
+    start: int
+    attributes: dict[str, Any]
+    events: list[Event] | None = None
+    status: Status = _UNSET
+
+    def add_event(self, name: str, attributes: dict[str, Any]) -> None:
+        event = Event(name, attributes, time.time_ns())
+        if self.events is None:
+            self.events = [event]
+        else:
+            self.events.append(event)
+
+    def record_exception(self, error: BaseException) -> None:
+        kind = type(error)
+        module = kind.__module__
+        self.add_event(
+            "exception",
+            {
+                "exception.type": f"{module}.{kind.__qualname__}"
+                if module and module != "builtins"
+                else kind.__qualname__,
+                "exception.message": str(error),
+                "exception.stacktrace": "".join(traceback.format_exception(error)),
+                "exception.escaped": "False",
+            },
+        )
+
+    def fail(self, error_type: str, description: str | None = None) -> None:
+        self.attributes[ERROR_TYPE] = error_type
+        self.status = Status(StatusCode.ERROR, description or error_type)
 
 
 @dataclass(slots=True, eq=False)
 class _RunSpans:
-    root: Span
-    parent: otel_context.Context  # the root as parent of chat and execute_tool spans
-    tools: dict[str, Span] = field(default_factory=dict)  # open execute_tool spans by call id
-    chat: Span | None = None  # the chat span of the model call under way
+    tracer: Tracer
+    trace_id: int
+    flags: TraceFlags
+    trace_state: TraceState | None
+    recording: bool  # the sampler's decision: hand ended spans to the processor or not
+    root: _Pending
+    context: SpanContext  # the root's, parent of the chat and execute_tool spans
+    tools: dict[str, _Pending] = field(default_factory=dict)  # open execute_tool spans by call id
+    chat: _Pending | None = None  # the chat span of the model call under way
+
+    def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Pending:
+        return _Pending(
+            name, kind, self.tracer.id_generator.generate_span_id(), time.time_ns(), attributes
+        )
+
+    def end(self, span: _Pending, parent: SpanContext | None) -> None:
+        """Hand the ended span to the tracer's span processor, as the SDK's Span.end does."""
+        if not self.recording:
+            return
+        tracer = self.tracer
+        self.tracer.span_processor.on_end(
+            ReadableSpan(
+                span.name,
+                SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state),
+                parent,
+                tracer.resource,
+                span.attributes,
+                _NO_EVENTS if span.events is None else tuple(span.events),
+                (),
+                span.kind,
+                tracer.instrumentation_info,
+                span.status,
+                span.start,
+                time.time_ns(),
+                tracer._instrumentation_scope,  # noqa: SLF001 -- the SDK's own spans carry it
+            )
+        )
+
+    def span_context(self, span: _Pending) -> SpanContext:
+        return SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state)
 
     def end_open(self, error_type: str, error: BaseException | None = None) -> None:
         """End the chat and execute_tool spans a failed or cancelled run leaves open."""
@@ -166,9 +263,8 @@ class _RunSpans:
         for span in [*([chat] if chat is not None else []), *self.tools.values()]:
             if error is not None and span is chat:
                 span.record_exception(error)
-            span.set_attribute(ERROR_TYPE, error_type)
-            span.set_status(Status(StatusCode.ERROR, error_type))
-            span.end()
+            span.fail(error_type)
+            self.end(span, self.context)
         self.tools.clear()
 
 
@@ -178,6 +274,10 @@ class TracingExtension(AgentExtension):
     Priority 0 by default, ahead of the usual 100: its middleware is outermost, so a
     chat span covers what other extensions do around the provider, and an
     execute_tool span covers the wait for an approval.
+
+    Spans go to an OpenTelemetry SDK ``TracerProvider`` (its sampler, id generator,
+    resource and span processors); with any other provider, or the SDK disabled, nothing
+    is recorded.
     """
 
     priority: ClassVar[int] = 0
@@ -193,9 +293,10 @@ class TracingExtension(AgentExtension):
         model: str = "",
     ) -> None:
         self.settings = settings if settings is not None else TracingSettings()
-        if tracer_provider is None:
-            tracer_provider = trace.get_tracer_provider()
-        self.tracer = tracer_provider.get_tracer(INSTRUMENTATION)
+        self._tracer_provider = tracer_provider
+        self._tracer: Tracer | None = None
+        self._checked = False
+        self._value_limit = SpanLimits().max_span_attribute_length
         self.describe(agent_name=agent_name, provider=provider, model=model)
 
     def describe(self, *, agent_name: str, provider: str = "", model: str = "") -> None:
@@ -203,7 +304,25 @@ class TracingExtension(AgentExtension):
         self.agent_name = agent_name or "agent"
         self.provider = provider
         self.model = model
+        self._root_name = f"invoke_agent {self.agent_name}"
         self._chat_name = f"chat {model or provider or 'model'}"
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The SDK tracer spans go to; None while the global provider is still a proxy,
+        or for good when it is no SDK provider."""
+        if self._checked:
+            return self._tracer
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            return None  # nobody has installed a provider yet: look again next run
+        tracer = provider.get_tracer(INSTRUMENTATION)
+        self._checked = True
+        if isinstance(tracer, Tracer):
+            self._tracer = tracer
+        else:
+            _log.warning("Tracing is off: %s is not an OpenTelemetry SDK tracer", tracer)
+        return self._tracer
 
     # -- the request span -------------------------------------------------------------
 
@@ -211,6 +330,9 @@ class TracingExtension(AgentExtension):
         """Open the invoke_agent span (the first hook of a request); not for compaction."""
         if context.input_message is None:
             return  # Agent.compact: no request to trace
+        tracer = self.tracer
+        if tracer is None:
+            return
         attributes: dict[str, Any] = {
             OPERATION: "invoke_agent",
             AGENT_NAME: self.agent_name,
@@ -224,17 +346,33 @@ class TracingExtension(AgentExtension):
         user = context.input_message.attributes.get("by")
         if user:
             attributes[USER_ID] = str(user)
+        ids = tracer.id_generator
         token = _NEXT_TRACE_ID.set(trace_id_of(context.request_id))
         try:
-            root = self.tracer.start_span(
-                f"invoke_agent {self.agent_name}",
-                context=_EMPTY,
-                kind=SpanKind.INTERNAL,
-                attributes=attributes,
-            )
+            trace_id = ids.generate_trace_id()
         finally:
             _NEXT_TRACE_ID.reset(token)
-        context.metadata[_STATE_KEY] = _RunSpans(root, trace.set_span_in_context(root, _EMPTY))
+        name = self._root_name
+        sampled = tracer.sampler.should_sample(
+            _EMPTY, trace_id, name, SpanKind.INTERNAL, attributes
+        )
+        decision = sampled.decision
+        flags = TraceFlags.SAMPLED if decision.is_sampled() else TraceFlags.DEFAULT
+        if ids.is_trace_id_random():
+            flags |= TraceFlags.RANDOM_TRACE_ID
+        if sampled.attributes:
+            attributes.update(sampled.attributes)
+        root = _Pending(name, SpanKind.INTERNAL, ids.generate_span_id(), time.time_ns(), attributes)
+        spans = _RunSpans(
+            tracer,
+            trace_id,
+            TraceFlags(flags),
+            sampled.trace_state,
+            decision.is_recording(),
+            root,
+            SpanContext(trace_id, root.span_id, False, TraceFlags(flags), sampled.trace_state),
+        )
+        context.metadata[_STATE_KEY] = spans
 
     async def on_success(self, context: AgentRunContext, result: AssistantMessage) -> None:
         spans = context.metadata.pop(_STATE_KEY, None)
@@ -248,19 +386,22 @@ class TracingExtension(AgentExtension):
         error_type = type(error).__name__
         spans.end_open(error_type, error)
         spans.root.record_exception(error)
-        spans.root.set_attribute(ERROR_TYPE, error_type)
-        spans.root.set_status(Status(StatusCode.ERROR, str(error)[:500] or error_type))
+        spans.root.fail(error_type, str(error)[:500] or error_type)
         self._end_run(context, spans, "failed")
 
     async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
-        spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
-        if spans is None:
-            return
         if isinstance(event, MessageAppendedEvent):
             message = event.message
-            if isinstance(message, UserMessage) and message.attributes.get("steering"):
+            if not isinstance(message, UserMessage) or not message.attributes.get("steering"):
+                return  # the common case, a message of the run itself: nothing to record
+            spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
+            if spans is not None:
                 spans.root.add_event("zett.steering", _by(message.attributes))
-        elif isinstance(event, CompactionEvent):
+            return
+        spans = context.metadata.get(_STATE_KEY)
+        if spans is None:
+            return
+        if isinstance(event, CompactionEvent):
             spans.root.add_event(
                 "zett.compaction",
                 {
@@ -276,14 +417,15 @@ class TracingExtension(AgentExtension):
             spans.root.add_event(
                 "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
             )
-            spans.root.set_attribute(ERROR_TYPE, "cancelled")
+            spans.root.attributes[ERROR_TYPE] = "cancelled"
             self._end_run(context, spans, "cancelled")
 
     def _end_run(self, context: AgentRunContext, spans: _RunSpans, status: str) -> None:
-        attributes: dict[str, Any] = {RUN_STATUS: status, ITERATION: context.state.iteration}
+        attributes = spans.root.attributes
+        attributes[RUN_STATUS] = status
+        attributes[ITERATION] = context.state.iteration
         _usage_into(attributes, context.state.usage)
-        spans.root.set_attributes(attributes)
-        spans.root.end()
+        spans.end(spans.root, None)
 
     # -- model calls --------------------------------------------------------------------
 
@@ -297,15 +439,13 @@ class TracingExtension(AgentExtension):
         """
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None:
-            return super().on_model_request(context, request, call_next)
+            return call_next(request)
         attributes: dict[str, Any] = {OPERATION: "chat", ITERATION: request.iteration}
         if self.provider:
             attributes[PROVIDER] = self.provider
         if self.model:
             attributes[REQUEST_MODEL] = self.model
-        spans.chat = span = self.tracer.start_span(
-            self._chat_name, context=spans.parent, kind=SpanKind.CLIENT, attributes=attributes
-        )
+        spans.chat = span = spans.child(self._chat_name, SpanKind.CLIENT, attributes)
         return _FirstChunkTimer(call_next(request), span)
 
     async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
@@ -313,12 +453,12 @@ class TracingExtension(AgentExtension):
         if spans is None or spans.chat is None:
             return
         span, spans.chat = spans.chat, None
-        attributes: dict[str, Any] = {FINISH_REASONS: (response.finish_reason,)}
+        attributes = span.attributes
+        attributes[FINISH_REASONS] = (response.finish_reason,)
         if self.model:
             attributes[RESPONSE_MODEL] = self.model
         _usage_into(attributes, response.usage)
-        span.set_attributes(attributes)
-        span.end()
+        spans.end(span, spans.context)
 
     # -- tool calls ---------------------------------------------------------------------
 
@@ -333,9 +473,9 @@ class TracingExtension(AgentExtension):
             TOOL_TYPE: "function",
         }
         if self.settings.capture_content:
-            attributes[TOOL_ARGUMENTS] = _json(call.arguments)
-        spans.tools[call.id] = self.tracer.start_span(
-            f"execute_tool {call.name}", context=spans.parent, attributes=attributes
+            attributes[TOOL_ARGUMENTS] = self._bounded(_json(call.arguments))
+        spans.tools[call.id] = spans.child(
+            f"execute_tool {call.name}", SpanKind.INTERNAL, attributes
         )
 
     async def on_tool_call(
@@ -346,7 +486,8 @@ class TracingExtension(AgentExtension):
         span = spans.tools.get(call.id) if spans is not None else None
         if span is None:
             return await call_next(call)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        current = NonRecordingSpan(spans.span_context(span))  # type: ignore[union-attr]
+        token = otel_context.attach(trace.set_span_in_context(current))
         try:
             return await call_next(call)
         finally:
@@ -371,17 +512,23 @@ class TracingExtension(AgentExtension):
         if question:
             span.add_event("zett.question", {"zett.outcome": str(question), **_by(attributes)})
         if self.settings.capture_content:
-            span.set_attribute(TOOL_RESULT, result.content)
+            span.attributes[TOOL_RESULT] = self._bounded(result.content)
         if result.is_error:
             error_type = type(error).__name__ if error is not None else "tool_error"
             if error is not None:
                 span.record_exception(error)
-            span.set_attribute(ERROR_TYPE, error_type)
-            span.set_attribute(TOOL_STATUS, "failed")
-            span.set_status(Status(StatusCode.ERROR, error_type))
+            span.attributes[TOOL_STATUS] = "failed"
+            span.fail(error_type)
         else:
-            span.set_attribute(TOOL_STATUS, "completed")
-        span.end()
+            span.attributes[TOOL_STATUS] = "completed"
+        spans.end(span, spans.context)  # type: ignore[union-attr]
+
+    def _bounded(self, value: Any) -> Any:
+        """Content cut to OTEL_(SPAN_)ATTRIBUTE_VALUE_LENGTH_LIMIT, as the SDK would."""
+        limit = self._value_limit
+        if limit is not None and isinstance(value, str) and len(value) > limit:
+            return value[:limit]
+        return value
 
 
 class _FirstChunkTimer:
@@ -390,7 +537,7 @@ class _FirstChunkTimer:
 
     __slots__ = ("_inner", "_span", "_started", "_waiting")
 
-    def __init__(self, inner: AsyncIterator[ModelEvent], span: Span) -> None:
+    def __init__(self, inner: AsyncIterator[ModelEvent], span: _Pending) -> None:
         self._inner = inner
         self._span = span
         self._started = time.monotonic()
@@ -408,7 +555,7 @@ class _FirstChunkTimer:
         event = await self._inner.__anext__()
         self._waiting = False
         if event.kind != "completed":
-            self._span.set_attribute(TIME_TO_FIRST_CHUNK, time.monotonic() - self._started)
+            self._span.attributes[TIME_TO_FIRST_CHUNK] = time.monotonic() - self._started
         return event
 
     async def aclose(self) -> None:

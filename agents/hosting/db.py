@@ -23,6 +23,7 @@ from ..models import (
     ExtensionSetting,
     Host,
     Message,
+    ModelPrice,
     OperatorAction,
     Role,
     Run,
@@ -31,6 +32,7 @@ from ..models import (
     SessionStatus,
 )
 from ..runtime.ids import new_uuid7
+from ..runtime.pricing import TokenPrices, pattern_matches, specificity
 from .payloads import message_dict, notice, run_row_of
 from .wire import WORKER_CHANNEL
 
@@ -365,3 +367,29 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 def save_partial(run_pk: int, text: str) -> None:
     """Checkpoint a run's streaming answer (only while the run is active)."""
     Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+
+
+@db_hop
+def price_in_force(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
+    """The prices of the model on the day ``when`` falls on; None when no price is set.
+
+    Among the prices in force, an exact model name wins over a glob, and a longer glob over
+    a shorter one; for one pattern, the latest ``valid_from`` not after that day.
+    """
+    day = timezone.localdate(when or timezone.now())
+    rows = ModelPrice.objects.filter(provider=provider, valid_from__lte=day).order_by("-valid_from")
+    best: ModelPrice | None = None
+    for row in rows:
+        if not pattern_matches(row.model_pattern, model_name):
+            continue
+        if best is None or specificity(row.model_pattern) > specificity(best.model_pattern):
+            best = row
+    if best is None:
+        return None
+    return TokenPrices(
+        input=best.input_per_million,
+        output=best.output_per_million,
+        cache_read=best.cache_read_per_million,
+        cache_write=best.cache_write_per_million,
+        currency=best.currency,
+    )

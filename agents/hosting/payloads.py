@@ -5,6 +5,7 @@ ONE builder per kind; consumers, the snapshot, the monitor and `manage.py agent`
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from ..models import Message, Run, RunStatus
@@ -58,8 +59,14 @@ def call_dict(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
-def run_row(run: Run, *, owner: str = "", profile: str = "", title: str = "") -> dict[str, Any]:
-    """The monitor row of a run (callers pass related names to avoid extra queries)."""
+def run_row(
+    run: Run, *, owner: str = "", profile: str = "", title: str = "", estimate: int = 0
+) -> dict[str, Any]:
+    """The monitor row of a run (callers pass related names to avoid extra queries).
+
+    ``estimate`` is the estimated output of the model call streaming now: the row's
+    ``usage`` then says ``estimated`` (shown with "≈") until the provider's usage arrives.
+    """
     elapsed = run.elapsed_seconds
     return {
         "request_id": run.request_id,
@@ -74,6 +81,7 @@ def run_row(run: Run, *, owner: str = "", profile: str = "", title: str = "") ->
         "iterations": run.iterations,
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
+        "usage": usage_dict(run, estimate),
         "started_at": _epoch(run.started_at),
         "finished_at": _epoch(run.finished_at),
         "elapsed": round(elapsed, 3) if elapsed is not None else 0.0,
@@ -81,6 +89,44 @@ def run_row(run: Run, *, owner: str = "", profile: str = "", title: str = "") ->
         "error": run.error,
         "host": run.host,
     }
+
+
+def usage_dict(run: Run, estimate: int = 0) -> dict[str, Any]:
+    """A run's tokens and cost as pages show them; cost is a string (exact Decimal) or None."""
+    return {
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens + estimate,
+        "total_tokens": run.input_tokens + run.output_tokens + estimate,
+        "cache_read_tokens": run.cache_read_tokens,
+        "cache_write_tokens": run.cache_write_tokens,
+        "reasoning_tokens": run.reasoning_tokens,
+        "estimated": estimate > 0,
+        "cost": None if run.cost is None else f"{run.cost.normalize():f}",
+        "currency": run.cost_currency,
+        "label": usage_label(run, estimate),
+        "cost_label": cost_label(run),
+    }
+
+
+def usage_label(run: Run, estimate: int = 0) -> str:
+    """The quiet line: "1,234 tokens · $0.0123", "≈ 1,234 tokens · no price set"."""
+    tokens = run.input_tokens + run.output_tokens + estimate
+    prefix = "≈ " if estimate > 0 else ""
+    return f"{prefix}{tokens:,} tokens · {cost_label(run)}"
+
+
+def cost_label(run: Run) -> str:
+    """The run's cost for display, or "no price set"."""
+    if run.cost is None:
+        return "no price set"
+    return format_cost(run.cost, run.cost_currency or "USD")
+
+
+def format_cost(cost: Any, currency: str) -> str:
+    """A cost for display: four decimals below one unit, two above; "$" for USD."""
+    quantum = Decimal("0.01") if abs(cost) >= 1 else Decimal("0.0001")
+    amount = f"{cost.quantize(quantum, rounding=ROUND_HALF_UP):,}"
+    return f"${amount}" if currency == "USD" else f"{amount} {currency}"
 
 
 def notice(run: Run) -> dict[str, Any]:

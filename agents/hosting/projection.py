@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from ..models import CancelState, Run, RunEvent, RunStatus, SessionStatus
 from ..runtime import AgentEvent, AgentEventType
 from ..runtime.operator import OperatorProtocol
+from ..runtime.pricing import TokenPrices, tokens_of_chars
 from .payloads import call_dict, message_dict
 from .wire import Frame
 
@@ -31,6 +33,11 @@ RUN_FIELDS = (
     "iterations",
     "input_tokens",
     "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cost",
+    "cost_currency",
     "error",
     "partial_text",
     "finished_at",
@@ -58,6 +65,7 @@ class RunProjection:
     run: Run
     protocol: OperatorProtocol
     row: Callable[[], dict[str, Any]]  # the run's monitor row (names from the session)
+    prices: TokenPrices | None = None  # the model's prices when the run started; None: unpriced
     seq: int = 0  # last outward seq applied
     iteration: int = 0
     text: list[str] = field(default_factory=list)  # the answer streaming in this iteration
@@ -75,6 +83,16 @@ class RunProjection:
     @property
     def request_id(self) -> str:
         return self.run.request_id
+
+    @property
+    def live_output_estimate(self) -> int:
+        """Output tokens of the call streaming now, estimated from its deltas (0 when none).
+
+        The provider's usage replaces it when the call completes.
+        """
+        if self.answered_iterations >= self.iteration:
+            return 0
+        return tokens_of_chars(self.text_chars + self.reasoning_chars)
 
     @property
     def partial(self) -> tuple[str, str]:
@@ -124,7 +142,21 @@ class RunProjection:
             if usage is not None:
                 run.input_tokens += usage.input_tokens
                 run.output_tokens += usage.output_tokens
-                step.fields |= {"input_tokens", "output_tokens"}
+                run.cache_read_tokens += usage.cache_read_tokens or 0
+                run.cache_write_tokens += usage.cache_write_tokens or 0
+                run.reasoning_tokens += usage.reasoning_tokens or 0
+                step.fields |= {
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "reasoning_tokens",
+                }
+                if self.prices is not None:
+                    run.cost = (run.cost or Decimal(0)) + self.prices.cost(usage)
+                    run.cost_currency = self.prices.currency
+                    step.fields |= {"cost", "cost_currency"}
+                self.dirty = True
                 data["usage"] = {"input": usage.input_tokens, "output": usage.output_tokens}
             if event.message is not None:
                 self.answered_iterations = self.iteration
@@ -227,6 +259,7 @@ class RunProjection:
             offset = self.reasoning_chars
             self.reasoning.append(delta)
             self.reasoning_chars += len(delta)
+        self.dirty = True  # the live usage estimate moved
         self._trace_delta(event, text_kind, delta)
         return Step(
             frames=[

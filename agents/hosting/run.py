@@ -95,7 +95,13 @@ class HostedRun:
         )
 
     def row(self) -> dict[str, Any]:
-        return run_row(self.run, owner=self.owner, profile=self.profile_name, title=self.title)
+        return run_row(
+            self.run,
+            owner=self.owner,
+            profile=self.profile_name,
+            title=self.title,
+            estimate=self.projection.live_output_estimate,
+        )
 
     @property
     def protocol(self) -> OperatorProtocol:
@@ -112,6 +118,10 @@ class HostedRun:
         run = self.run
         status = RunStatus.FAILED
         try:
+            profile = self._intake.session.profile
+            self.projection.prices = await db.price_in_force(
+                profile.provider, profile.model_name, run.started_at or run.created_at
+            )
             try:
                 agent = self._agents.agent_for(
                     self._intake.session.profile, self._intake.extension_rows

@@ -28,7 +28,7 @@ async def test_profile(
     """Run the test prompt with the profile's model and extensions (except the store).
 
     The caller loads ``rows`` (the profile's ExtensionSettings): this coroutine
-    touches no database, so it can run under ``asyncio.run`` in a sync view.
+    touches no database, so the async admin view awaits it holding no connection.
     """
     started = time.monotonic()
     try:

@@ -183,3 +183,24 @@ def approval_calls(row: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         for w in waits
         if w.get("kind") == "approval"
     }
+
+
+def usage_total(runs: Sequence[Any]) -> str:
+    """A session's total over its runs: "1,234 tokens · $0.0123", costs summed per currency.
+
+    Runs without a price add their tokens only; when none of the runs was priced the cost
+    part says "no price set".
+    """
+    tokens = sum(run.input_tokens + run.output_tokens for run in runs)
+    costs: dict[str, Any] = {}
+    for run in runs:
+        if run.cost is not None:
+            currency = run.cost_currency or "USD"
+            costs[currency] = costs.get(currency, 0) + run.cost
+    if not costs:
+        return f"{tokens:,} tokens · no price set"
+    amounts = " + ".join(
+        f"${amount:.4f}" if currency == "USD" else f"{amount:.4f} {currency}"
+        for currency, amount in sorted(costs.items())
+    )
+    return f"{tokens:,} tokens · {amounts}"

@@ -16,6 +16,7 @@ from ..profiles.demo import DEMO_SLUG
 from . import chats, queries, rendering, timeline, wording
 from .access import may_use_session
 from .forms import NewChatForm
+from .items import usage_total
 
 
 def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
@@ -28,9 +29,16 @@ def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
 
 def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
     query = request.GET.get("q", "")
-    sessions = chats.listed(request.user, query)
+    archived = request.GET.get("archived") == "1"
+    sessions = chats.listed(request.user, query, archived=archived)
     profiles = form.fields["profile"].queryset  # type: ignore[attr-defined]
-    context = {"form": form, "sessions": sessions, "profiles": profiles, "query": query}
+    context = {
+        "form": form,
+        "sessions": sessions,
+        "profiles": profiles,
+        "query": query,
+        "archived": archived,
+    }
     return render(request, "agents/home.html", context, status=status)
 
 
@@ -88,6 +96,7 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
         "run": view or (rendering.run_view(queries.row(latest)) if latest else None),
         "waiting_run": view,
         "runs": runs,
+        "usage_total": usage_total(runs) if runs else "",
     }
     return render(request, "agents/chat.html", context)
 

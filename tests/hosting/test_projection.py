@@ -238,3 +238,53 @@ def test_finish_maps_every_other_status_to_the_failed_phase() -> None:
         projection.finish(status, None)
         assert (projection.run.status, projection.run.phase) == (status, phase)
         assert projection.run.cancel_state == CancelState.NONE  # nobody asked to cancel
+
+
+def test_live_usage_is_an_estimate_while_streaming_then_the_providers_usage() -> None:
+    from decimal import Decimal
+
+    from agents.runtime.pricing import TokenPrices
+
+    run = Run(request_id=REQUEST, input_text="hi", status=RunStatus.RUNNING)
+    projection = RunProjection(
+        run,
+        OperatorProtocol({}, ()),
+        lambda: run_row(run, estimate=projection.live_output_estimate),
+    )
+    projection.prices = TokenPrices(input=Decimal(1), output=Decimal(10))
+    ev = Events()
+    projection.apply(ev(ET.MODEL_STARTED, G, iteration=1))
+    projection.dirty = False
+    projection.apply(ev(ET.TEXT_DELTA, G, delta="x" * 40, iteration=1))
+    live = projection.row()["usage"]
+    # 40 characters stream: about 10 tokens, marked as an estimate, and the monitor row moved.
+    assert projection.dirty and live["estimated"] and live["output_tokens"] == 10
+    assert live["label"].startswith("≈ 10 tokens")
+
+    answer = AssistantMessage("x" * 40)
+    usage = ModelUsage(input_tokens=100, output_tokens=7, cache_read_tokens=40)
+    step = projection.apply(ev(ET.MODEL_COMPLETED, G, message=answer, iteration=1, usage=usage))
+    final = projection.row()["usage"]
+    assert not final["estimated"] and (final["output_tokens"], final["cache_read_tokens"]) == (
+        7,
+        40,
+    )
+    assert run.cost == Decimal("0.00017") and {"cost", "cache_read_tokens"} <= step.fields
+
+
+def test_the_monitor_row_shows_the_estimate_with_its_mark_and_then_the_cost() -> None:
+    from decimal import Decimal
+
+    from django.template.loader import render_to_string
+
+    from agents.web.items import run_view
+
+    run = Run(request_id=REQUEST, session_id="s", input_text="hi", status=RunStatus.RUNNING)
+    live = render_to_string(
+        "agents/_monitor_row.html", {"run": run_view(run_row(run, estimate=12))}
+    )
+    assert "≈ 12 tokens · no price set" in live
+    run.status, run.input_tokens, run.output_tokens = RunStatus.COMPLETED, 100, 20
+    run.cost, run.cost_currency = Decimal("0.00123"), "USD"
+    done = render_to_string("agents/_monitor_row.html", {"run": run_view(run_row(run))})
+    assert "120 tokens · $0.0012" in done and "≈" not in done

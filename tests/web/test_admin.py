@@ -209,25 +209,28 @@ def test_catalog_shows_descriptions_and_defaults(admin_client: Client) -> None:
         assert spec.label in body
 
 
+def _test_url(profile: AgentProfile) -> str:
+    return f"/admin/agents/agentprofile/{profile.pk}/test/"
+
+
 @pytest.mark.django_db(transaction=True)
-def test_test_action_reports_the_answer(admin_client: Client) -> None:
+def test_the_test_button_reports_the_answer_and_stores_nothing(admin_client: Client) -> None:
     profile = AgentProfile.objects.create(
         name="Echo", slug="echo", provider="demo", provider_settings={"delay": 0}
     )
-    response = admin_client.post(
-        "/admin/agents/agentprofile/",
-        {"action": "test_profiles", "_selected_action": [profile.pk]},
-        follow=True,
-    )
-    body = response.content.decode()
-    assert "Echo: answered" in body
-    assert "offline demo model" in body
+    page = admin_client.get(f"/admin/agents/agentprofile/{profile.pk}/change/").content.decode()
+    assert f'data-url="{_test_url(profile)}"' in page
+    response = admin_client.post(_test_url(profile))
+    data = response.json()
+    assert response.status_code == 200 and data["ok"] is True
+    assert "offline demo model" in data["answer"]
+    assert data["profile"] == "Echo"
     # The dry run stores nothing: a session store left in would have written these rows.
     assert (Message.objects.count(), Run.objects.count(), ChatSession.objects.count()) == (0, 0, 0)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_test_action_reports_a_provider_failure(admin_client: Client) -> None:
+def test_the_test_button_reports_a_provider_failure(admin_client: Client) -> None:
     profile = AgentProfile.objects.create(
         name="Broken",
         slug="broken",
@@ -240,13 +243,20 @@ def test_test_action_reports_a_provider_failure(admin_client: Client) -> None:
             "api_key_env": "ZETT_TEST_NO_SUCH_KEY",
         },
     )
-    response = admin_client.post(
-        "/admin/agents/agentprofile/",
-        {"action": "test_profiles", "_selected_action": [profile.pk]},
-        follow=True,
-    )
-    body = response.content.decode()
-    assert "Broken: failed:" in body
+    data = admin_client.post(_test_url(profile)).json()
+    assert data["ok"] is False and data["error"].startswith("failed:")
+
+
+@pytest.mark.django_db
+def test_the_test_button_needs_staff_a_post_and_a_real_profile(
+    admin_client: Client, client: Client, user: Any, password: str
+) -> None:
+    profile = AgentProfile.objects.create(name="Echo", slug="echo", provider="demo")
+    assert admin_client.get(_test_url(profile)).status_code == 405
+    assert admin_client.post("/admin/agents/agentprofile/999999/test/").status_code == 404
+    assert client.post(_test_url(profile)).status_code == 403  # anonymous
+    client.login(username=user.username, password=password)
+    assert client.post(_test_url(profile)).status_code == 403  # signed in, not staff
 
 
 @pytest.mark.django_db

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0002_host_lease_and_partial_text"),
+        ("agents", "0004_session_pin_archive"),
     ]
 
     operations = [

@@ -89,6 +89,8 @@ class ChatSession(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    pinned = models.BooleanField(default=False)  # listed first in its owner's chats
+    archived = models.BooleanField(default=False)  # left out of the list; search still finds it
 
     class Meta:
         ordering = ["-updated_at"]
@@ -128,6 +130,12 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Set when a compaction summarised this message: the summary row (a user message with
+    # attribute compaction_summary) stands in for it in the model context from then on.
+    # The row itself stays, readable in the transcript.
+    summarized_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="summarizes"
+    )
 
     class Meta:
         ordering = ["session", "seq"]

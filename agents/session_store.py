@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from .db_retry import retrying
 from .models import Message, Role, Run
-from .runtime.events import ExtensionEvent, MessageAppendedEvent
+from .runtime.events import CompactionEvent, ExtensionEvent, MessageAppendedEvent
 from .runtime.extension import AgentExtension
 from .runtime.history import close_dangling_tool_calls
 from .runtime.messages import (
@@ -68,7 +68,7 @@ class DjangoSessionStore(AgentExtension):
         )
         restored = [
             row_to_message(row)
-            for row in rows
+            for row in _in_context(rows)
             # A SystemMessage is stored with include_in_messages=False unless an extension
             # marked it part of the dialogue: only then is it replayed, in its place.
             if row.include_in_messages and row.message_id not in own
@@ -83,8 +83,17 @@ class DjangoSessionStore(AgentExtension):
         )
 
     async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
+        if isinstance(event, CompactionEvent):
+            await _write_uncancellable(self._compact(context, event))
+            return
         if not isinstance(event, MessageAppendedEvent) or not event.message.persist:
             return
+        state = await self._state(context)
+        if event.message.id in state.stored:
+            return
+        await _write_uncancellable(self._write(context, state, event))
+
+    async def _state(self, context: AgentRunContext) -> _StoreState:
         state = context.metadata.get(_STATE_KEY)
         if not isinstance(state, _StoreState):
             # A message appended before on_state ran (setup-time add_message of an
@@ -102,9 +111,46 @@ class DjangoSessionStore(AgentExtension):
             )
             state = _StoreState(next_seq=(last or 0) + 1, run_pk=run_pk)
             context.metadata[_STATE_KEY] = state
-        if event.message.id in state.stored:
-            return
-        await _write_uncancellable(self._write(context, state, event))
+        return state
+
+    async def _compact(self, context: AgentRunContext, event: CompactionEvent) -> None:
+        """Store the summary as a row and mark the compressed rows summarised by it.
+
+        Positions are over the dialogue still in ``context.state`` (the compaction
+        publishes before it replaces the context). Nothing is deleted: the compressed
+        rows stay for the transcript and are left out of every later restore.
+        """
+        dialogue = [m for m in context.state.messages if not _is_instruction(m)]
+        compressed = [m.id for m in dialogue[event.compressed_from - 1 : event.compressed_to]]
+        summary = event.messages[0] if event.messages else None
+        if not isinstance(summary, UserMessage):
+            summary = UserMessage(
+                f"Summary of the earlier conversation:\n{event.summary}",
+                attributes={"compaction_summary": True},
+            )
+        state = await self._state(context)
+        row = {
+            "session_id": context.session_id,
+            "run_id": state.run_pk,
+            "created_at": datetime.fromtimestamp(summary.created_at, tz=UTC),
+            **message_fields(summary),
+        }
+        row["attributes"] = {**row["attributes"], "compaction_summary": True}
+        for attempt in range(2):
+            try:
+                await retrying(_store_compaction, state.next_seq, row, compressed)
+                state.next_seq += 1
+                return
+            except IntegrityError:
+                if attempt:
+                    raise
+                last = await (
+                    Message.objects.filter(session_id=context.session_id)
+                    .order_by("-seq")
+                    .values_list("seq", flat=True)
+                    .afirst()
+                )
+                state.next_seq = (last or 0) + 1
 
     async def _write(
         self, context: AgentRunContext, state: _StoreState, event: MessageAppendedEvent
@@ -144,6 +190,49 @@ class DjangoSessionStore(AgentExtension):
 
 def _create_row(seq: int, row: dict[str, Any]) -> None:
     Message.objects.create(seq=seq, **row)
+
+
+def _store_compaction(seq: int, row: dict[str, Any], compressed: list[str]) -> None:
+    """The summary row and the marks on what it summarises, in one transaction."""
+    with transaction.atomic():
+        summary = Message.objects.create(seq=seq, **row)
+        Message.objects.filter(session_id=row["session_id"], message_id__in=compressed).update(
+            summarized_by=summary
+        )
+
+
+def _in_context(rows: list[Message]) -> list[Message]:
+    """The rows the model context holds: each summary in place of what it summarised.
+
+    A summarised row is left out; the summary that (through later compactions, the
+    outermost one) stands for it takes the place of the first such row.
+    """
+    parent = {row.pk: row.summarized_by_id for row in rows}
+    by_pk = {row.pk: row for row in rows}
+
+    def root(pk: int) -> int:
+        seen: set[int] = set()
+        while parent.get(pk) is not None and pk not in seen:
+            seen.add(pk)
+            pk = parent[pk]  # type: ignore[assignment]
+        return pk
+
+    placed: set[int] = set()
+    result: list[Message] = []
+    for row in rows:
+        if row.summarized_by_id is not None:
+            summary = root(row.pk)
+            if summary not in placed and summary in by_pk:
+                placed.add(summary)
+                result.append(by_pk[summary])
+        elif row.pk not in placed:
+            placed.add(row.pk)
+            result.append(row)
+    return result
+
+
+def _is_instruction(message: AnyMessage) -> bool:
+    return isinstance(message, SystemMessage) and not message.include_in_messages
 
 
 def _load_history(session_id: str, request_id: str) -> tuple[list[Message], int | None]:

@@ -8,7 +8,7 @@ the model's fields as keyword arguments.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,3 +65,41 @@ class AskUserSettings(_Settings):
 
 class SteeringSettings(_Settings):
     """Steering has no options; the model exists so the catalog treats every extension alike."""
+
+
+DEFAULT_SUMMARY_INSTRUCTION = (
+    "Summarise the conversation below for the assistant that continues it. Keep every fact, "
+    "decision, open question and tool result the rest of the conversation may need; "
+    "leave out greetings and repetition. Answer with the summary only."
+)
+
+
+class SummaryCompactionSettings(_Settings):
+    """When and how the older part of a conversation is replaced by a model-written summary."""
+
+    auto: Literal["tokens", "messages", "never"] = Field(
+        default="tokens",
+        description=(
+            "Compact automatically before a model call once the conversation crosses "
+            "threshold_tokens (estimated, about four characters a token) or threshold_messages; "
+            '"never" compacts only when asked.'
+        ),
+    )
+    threshold_tokens: int = Field(default=60_000, ge=100, le=10_000_000)
+    threshold_messages: int = Field(default=200, ge=2, le=100_000)
+    keep_last_messages: int = Field(
+        default=6,
+        ge=0,
+        le=10_000,
+        description=(
+            "At least this many of the latest messages stay verbatim; the kept part always "
+            "begins at a user message, so a tool call is never separated from its result."
+        ),
+    )
+    instruction: str = Field(default=DEFAULT_SUMMARY_INSTRUCTION, min_length=1, max_length=10_000)
+    provider: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Provider of the summary model; the host resolves it (default: the run's).",
+    )
+    model: str | None = Field(default=None, max_length=200)

@@ -240,7 +240,15 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
 
     A notice is ``{"role": "notice", "status", "content": <reason>, "request_id", "id"}``.
     """
-    rows = list(Message.objects.filter(session_id=session_id).select_related("run").order_by("seq"))
+    rows = [
+        row
+        for row in Message.objects.filter(session_id=session_id)
+        .select_related("run")
+        .order_by("seq")
+        # A compaction summary stands in for older messages in the model context only;
+        # the transcript keeps showing the originals.
+        if not (row.attributes or {}).get("compaction_summary")
+    ]
     ended = {
         run.pk: run
         for run in Run.objects.filter(

@@ -22,8 +22,14 @@ from django.utils.module_loading import import_string
 from ..extensions.approval import ToolApprovalExtension
 from ..extensions.ask_user import AskUserExtension
 from ..extensions.demo_tools import DemoToolsExtension
-from ..extensions.settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
+from ..extensions.settings import (
+    AskUserSettings,
+    SteeringSettings,
+    SummaryCompactionSettings,
+    ToolApprovalSettings,
+)
 from ..extensions.steering import SteeringExtension
+from ..extensions.summary_compaction import SummaryCompactionExtension
 from ..extensions.tracing import (
     TracingExtension,
     TracingSettings,
@@ -142,6 +148,14 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         settings_model=SteeringSettings,
     ),
     ExtensionSpec(
+        key="summary_compaction",
+        label="Summary compaction",
+        description="Replaces the older turns of a conversation by a model-written summary "
+        "when it crosses a size threshold; the latest turns stay verbatim.",
+        factory=lambda validated: _summary_compaction(validated),
+        settings_model=SummaryCompactionSettings,
+    ),
+    ExtensionSpec(
         key=TRACING_KEY,
         label="Tracing",
         description="OpenTelemetry spans of every run (invoke_agent, chat, execute_tool). "
@@ -154,6 +168,14 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         settings_model=TracingSettings,
     ),
 )
+
+
+def _summary_compaction(settings: SummaryCompactionSettings) -> SummaryCompactionExtension:
+    """The extension with its own summary model when provider is set, else the run's."""
+    model = None
+    if settings.provider:
+        model = build_model(settings.provider, settings.model or "", None)
+    return SummaryCompactionExtension(settings, model=model)
 
 
 def _tracing_on() -> bool:

@@ -15,6 +15,8 @@ urlpatterns = [
     path("sessions/<str:session_id>/", views.session_chat, name="session"),
     path("sessions/<str:session_id>/rename/", chats.rename, name="rename_session"),
     path("sessions/<str:session_id>/delete/", chats.delete, name="delete_session"),
+    path("sessions/<str:session_id>/pin/", chats.pin, name="pin_session"),
+    path("sessions/<str:session_id>/archive/", chats.archive, name="archive_session"),
     path("monitor/", views.monitor, name="monitor"),
     path("runs/<str:request_id>/", views.run_detail, name="run"),
 ]

@@ -29,9 +29,16 @@ def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
 
 def _home(request: HttpRequest, form: NewChatForm, status: int = 200) -> HttpResponse:
     query = request.GET.get("q", "")
-    sessions = chats.listed(request.user, query)
+    archived = request.GET.get("archived") == "1"
+    sessions = chats.listed(request.user, query, archived=archived)
     profiles = form.fields["profile"].queryset  # type: ignore[attr-defined]
-    context = {"form": form, "sessions": sessions, "profiles": profiles, "query": query}
+    context = {
+        "form": form,
+        "sessions": sessions,
+        "profiles": profiles,
+        "query": query,
+        "archived": archived,
+    }
     return render(request, "agents/home.html", context, status=status)
 
 

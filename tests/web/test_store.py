@@ -318,3 +318,53 @@ async def test_a_seq_taken_by_another_writer_is_skipped_not_a_failed_run(
         (3, rows[2].message_id, "next"),
         (4, answer.id, "Stored anyway."),
     ]
+
+
+COMPACT_AFTER_FOUR = (
+    "summary_compaction",
+    {"auto": "messages", "threshold_messages": 4, "keep_last_messages": 2},
+)
+
+
+async def test_a_compaction_is_stored_and_the_next_run_restores_summary_and_kept_turns(
+    manager: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    # The run's own (scripted) model writes the summary: its third answer.
+    profile = await make_profile(
+        provider="scripted",
+        provider_settings=scripted("A1", "A2", "Q1 got A1.", "A3", "A4"),
+        extensions=(COMPACT_AFTER_FOUR,),
+    )
+    session = await make_session(user, profile)
+    await _run_to_end(manager, session, user, "Q1")
+    await _run_to_end(manager, session, user, "Q2")
+
+    hosted = await _run_to_end(manager, session, user, "Q3")  # 5 messages: compacts first
+
+    summary_text = "Summary of the earlier conversation:\nQ1 got A1."
+    assert _conversation(hosted.agent.model.requests[-1].messages) == [
+        ("user", summary_text),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+        ("user", "Q3"),
+    ]
+    rows = await _rows(session.id)
+    summary = next(r for r in rows if r.attributes.get("compaction_summary"))
+    assert summary.content == summary_text
+    assert [r.content for r in rows if r.summarized_by_id == summary.pk] == ["Q1", "A1"]
+    assert [r.content for r in rows if r.pk != summary.pk] == ["Q1", "A1", "Q2", "A2", "Q3", "A3"]
+
+    # A fresh store (a restart) restores from the database alone: summary in place of
+    # what it summarised, the summarised rows left out.
+    model = ScriptedModel(["A4"])
+    agent = Agent(model, extensions=[DjangoSessionStore()])
+    await agent.run("Q4", config=AgentRunConfig(session_id=str(session.id)))
+
+    assert _conversation(model.requests[-1].messages) == [
+        ("user", summary_text),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+        ("user", "Q3"),
+        ("assistant", "A3"),
+        ("user", "Q4"),
+    ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from agents.models import AgentProfile, ChatSession, Message, Run, RunStatus
 
@@ -82,3 +84,61 @@ def test_a_chat_with_a_run_in_progress_is_not_deleted(user: Any, profile: AgentP
     response = _client(user).post(f"/sessions/{session.pk}/delete/", follow=True)
     assert "has a run in progress" in response.content.decode()
     assert ChatSession.objects.filter(pk=session.pk).exists()
+
+
+def test_a_pinned_chat_comes_first_and_unpinning_restores_the_order(
+    user: Any, profile: AgentProfile
+) -> None:
+    older = ChatSession.objects.create(owner=user, profile=profile, title="Older")
+    ChatSession.objects.create(owner=user, profile=profile, title="Newer")
+    ChatSession.objects.filter(pk=older.pk).update(updated_at=timezone.now() - timedelta(days=1))
+    client = _client(user)
+    assert ["Newer" in row for row in _rows(client.get("/").content.decode())] == [True, False]
+
+    response = client.post(f"/sessions/{older.pk}/pin/", {"value": "1", "next": "/"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    rows = _rows(client.get("/").content.decode())
+    assert "Older" in rows[0] and 'data-testid="pinned"' in rows[0] and "Unpin" in rows[0]
+
+    client.post(f"/sessions/{older.pk}/pin/", {"value": "0"})
+    rows = _rows(client.get("/").content.decode())
+    assert "Newer" in rows[0] and 'data-testid="pinned"' not in "".join(rows)
+
+
+def test_an_archived_chat_leaves_the_list_but_not_search_nor_its_archive(
+    user: Any, profile: AgentProfile
+) -> None:
+    session = ChatSession.objects.create(owner=user, profile=profile, title="Old taxes")
+    ChatSession.objects.create(owner=user, profile=profile, title="Current")
+    client = _client(user)
+    response = client.post(f"/sessions/{session.pk}/archive/", {"value": "1"}, follow=True)
+    page = response.content.decode()
+    assert "Archived “Old taxes”" in page
+    assert [("Old taxes" in row) for row in _rows(page)] == [False]
+
+    archive = _rows(client.get("/?archived=1").content.decode())
+    assert len(archive) == 1 and "Old taxes" in archive[0] and "Unarchive" in archive[0]
+    found = _rows(client.get("/?q=taxes").content.decode())
+    assert len(found) == 1 and 'data-testid="archived"' in found[0]
+    # the chat itself still opens and works
+    assert client.get(f"/sessions/{session.pk}/").status_code == 200
+
+    client.post(f"/sessions/{session.pk}/archive/", {"value": "0"})
+    assert len(_rows(client.get("/").content.decode())) == 2
+
+
+def test_only_the_owner_pins_or_archives_and_only_by_post_back_to_a_local_page(
+    user: Any, other_user: Any, profile: AgentProfile
+) -> None:
+    session = ChatSession.objects.create(owner=user, profile=profile, title="Mine")
+    stranger = _client(other_user)
+    assert stranger.post(f"/sessions/{session.pk}/pin/", {"value": "1"}).status_code == 404
+    assert stranger.post(f"/sessions/{session.pk}/archive/", {"value": "1"}).status_code == 404
+    owner = _client(user)
+    assert owner.get(f"/sessions/{session.pk}/pin/").status_code == 405
+    response = owner.post(
+        f"/sessions/{session.pk}/pin/", {"value": "1", "next": "https://evil.example/"}
+    )
+    assert response["Location"] == "/"  # an outside "next" is ignored
+    session.refresh_from_db()
+    assert session.pinned and not session.archived

@@ -49,6 +49,11 @@ def test_a_monitor_and_run_page_opened_mid_call_show_the_current_phase_calls_and
     assert chat.locator("[data-testid=message][data-role=assistant]").count() == 0, (
         "the answer finished before the pages were checked: make the prompt longer"
     )
+    # End the run here, so it does not finish during the next test on the shared server.
+    chat.click("[data-testid=stop]")
+    expect(chat.locator("[data-testid=run-status]")).to_have_attribute(
+        "data-status", "cancelled", timeout=RUN
+    )
 
 
 def test_staff_steer_and_cancel_a_run_from_its_monitor_row_and_see_the_outcome(
@@ -83,8 +88,10 @@ def test_staff_steer_and_cancel_a_run_from_its_monitor_row_and_see_the_outcome(
     steering = chat.locator("#transcript [data-testid=message][data-role=user]").nth(1)
     expect(steering).to_contain_text("mention the sea", timeout=RUN)
 
+    request_id = row.get_attribute("data-request-id")
     row.locator("[data-testid=monitor-cancel] button").click()
-    finished = monitor.locator("#recent-runs [data-testid=monitor-row]")
+    # this run's row: an earlier test's run may still end meanwhile on the shared server
+    finished = monitor.locator(f"#recent-runs #run-{request_id}")
     expect(finished).to_have_attribute("data-status", "cancelled", timeout=RUN)
     expect(finished.locator("[data-testid=monitor-outcome]")).to_have_text("stopped")
     expect(monitor.locator("#active-runs [data-testid=empty-runs]")).to_be_visible()

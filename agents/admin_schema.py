@@ -170,7 +170,9 @@ def _to_text(spec: SchemaInput, value: Any) -> str:
 
 
 def _choice_token(value: Any) -> str:
-    return json.dumps(value)  # "tokens" stays distinguishable from 1 and from true
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,8 +423,7 @@ def _loads_object(text: Any) -> Any:
 
 def _input_context(name: str, key: str, spec: SchemaInput, text: str) -> dict[str, Any]:
     html_name = f"{name}__{key}__{spec.name}"
-    choices = [(_choice_token(c), "yes" if c is True else "no" if c is False else str(c))
-               for c in spec.choices]  # fmt: skip
+    choices = [_choice_token(choice) for choice in spec.choices]
     return {
         "spec": spec,
         "html_name": html_name,
@@ -459,7 +460,12 @@ class SchemaSettingsField(forms.Field):
         inputs = _inputs_or_none(entry[1]) if entry else None
         if value.mode == "form" and inputs is not None:
             raw, problems = settings_from_inputs(inputs, value.fields.get(value.key or "", {}))
-            if problems:
+            if problems:  # report the other fields' problems with them, not one at a time
+                try:
+                    validate(entry[1], inputs, raw)
+                except ValidationError as exc:
+                    bad = {problem.partition(":")[0] for problem in problems}
+                    problems += [m for m in exc.messages if m.partition(":")[0] not in bad]
                 raise ValidationError([ValidationError(p) for p in problems])
         else:
             text = (value.raw or "").strip() or "{}"

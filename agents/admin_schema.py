@@ -11,6 +11,7 @@ defaults are stored, so a default changed later reaches every profile that never
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -300,6 +301,7 @@ class SchemaValue:
     fields: dict[str, dict[str, str | None]] = field(default_factory=dict)  # key -> name -> text
 
 
+@functools.cache
 def _inputs_or_none(model: type[pydantic.BaseModel]) -> tuple[SchemaInput, ...] | None:
     try:
         return describe_inputs(model)
@@ -362,7 +364,8 @@ class SchemaSettingsWidget(forms.Widget):
                 texts: dict[str, Any] = {}
             elif bound:
                 texts = {spec.name: value.fields.get(key, {}).get(spec.name) for spec in inputs}
-                if texts and all(text is None for text in texts.values()):  # posted as raw only
+                posted_raw_only = texts and all(text is None for text in texts.values())
+                if posted_raw_only and key == value.key:
                     texts = inputs_from_settings(inputs, _loads_object(value.raw) or {})
             elif key == selected and isinstance(value, Mapping):
                 texts = inputs_from_settings(inputs, value)

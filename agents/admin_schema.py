@@ -218,7 +218,7 @@ def inputs_from_settings(inputs: tuple[SchemaInput, ...], settings: Mapping[str,
     for spec in inputs:
         if spec.name in settings:
             texts[spec.name] = _to_text(spec, settings[spec.name])
-        elif spec.kind == BOOL:
+        elif spec.kind == BOOL and not spec.required:
             texts[spec.name] = _to_text(spec, spec.default)
         else:
             texts[spec.name] = ""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pydantic
 from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import admin, messages
@@ -15,6 +13,7 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
+from .admin_schema import Entries, SchemaSettingsField
 from .models import (
     AgentProfile,
     ChatSession,
@@ -34,47 +33,25 @@ from .profiles.catalog import (
 )
 from .profiles.check import PROFILE_TEST_PROMPT, test_profile
 from .providers.registry import PROVIDERS
-from .runtime.tools import validation_problems
 
 
-def _provider_help() -> str:
-    parts = []
-    for spec in PROVIDERS.values():
-        defaults = json.dumps(_model_defaults(spec.settings_model))
-        parts.append(f"{spec.key}: {spec.description} Defaults: {defaults}")
-    return " | ".join(parts)
+def _provider_entries() -> Entries:
+    return {key: (spec.label, spec.settings_model) for key, spec in PROVIDERS.items()}
 
 
-def _model_defaults(model: Any) -> dict[str, Any]:
-    out = {}
-    for name, field in model.model_fields.items():
-        if field.is_required():
-            out[name] = "(required)"
-        else:
-            default = field.get_default(call_default_factory=True)
-            out[name] = (
-                default
-                if isinstance(default, (int, float, str, bool, list, dict)) or default is None
-                else str(default)
-            )
-    return out
-
-
-def _add_setting_errors(
-    form: forms.ModelForm, field: str, model: type[pydantic.BaseModel], raw: dict[str, Any]
-) -> bool:
-    """Validate raw settings; put one error per bad setting on the form field. True if valid."""
-    try:
-        model.model_validate(raw)
-    except pydantic.ValidationError as exc:
-        for name, message in validation_problems(exc):
-            form.add_error(field, f"{name}: {message}")
-        return False
-    return True
+def _extension_entries() -> Entries:
+    return {key: (spec.label, spec.settings_model) for key, spec in extension_catalog().items()}
 
 
 class AgentProfileForm(forms.ModelForm):
     provider = forms.ChoiceField(choices=())
+    provider_settings = SchemaSettingsField(
+        entries=_provider_entries,
+        selector_field="provider",
+        noun="provider",
+        help_text="Validated by the provider's settings model. API keys are never stored here: "
+        "name the environment variable that holds the key (api_key_env).",
+    )
 
     class Meta:
         model = AgentProfile
@@ -83,11 +60,8 @@ class AgentProfileForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["provider"].choices = [(s.key, s.label) for s in PROVIDERS.values()]
-        self.fields["provider_settings"].help_text = (
-            "A JSON object validated by the provider's settings model. API keys are never "
-            "stored here: name the environment variable that holds the key (api_key_env). "
-            + _provider_help()
-        )
+        current = self.initial.get("provider") or self.instance.provider or None
+        self.fields["provider_settings"].bind_selector(self.add_prefix("provider"), current)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -99,10 +73,7 @@ class AgentProfileForm(forms.ModelForm):
         if spec is None:
             self.add_error("provider", f"Unknown provider {provider!r}.")
             return cleaned
-        if raw is not None and not isinstance(raw, dict):
-            self.add_error("provider_settings", "Settings must be a JSON object.")
-            return cleaned
-        if not _add_setting_errors(self, "provider_settings", spec.settings_model, raw or {}):
+        if "provider_settings" not in cleaned:  # its field reported what is wrong
             return cleaned
         from .profiles.catalog import build_model
 
@@ -115,6 +86,9 @@ class AgentProfileForm(forms.ModelForm):
 
 class ExtensionSettingForm(forms.ModelForm):
     key = forms.ChoiceField(choices=())
+    settings = SchemaSettingsField(
+        entries=_extension_entries, selector_field="key", noun="extension"
+    )
 
     class Meta:
         model = ExtensionSetting
@@ -126,7 +100,8 @@ class ExtensionSettingForm(forms.ModelForm):
         self.fields["key"].choices = [
             (key, f"{spec.label} ({key})") for key, spec in catalog.items()
         ]
-        self.fields["settings"].required = False
+        current = self.initial.get("key") or (self.instance.key if self.instance.pk else None)
+        self.fields["settings"].bind_selector(self.add_prefix("key"), current)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -134,13 +109,6 @@ class ExtensionSettingForm(forms.ModelForm):
         spec = extension_catalog().get(key or "")
         if spec is None:
             return cleaned
-        raw = cleaned.get("settings")
-        if raw in (None, ""):
-            cleaned["settings"] = raw = {}
-        if not isinstance(raw, dict):
-            self.add_error("settings", "Settings must be a JSON object.")
-            return cleaned
-        _add_setting_errors(self, "settings", spec.settings_model, raw)
         if spec.required and not cleaned.get("enabled", True):
             self.add_error("enabled", f"{spec.label} is required and cannot be disabled.")
         return cleaned
@@ -189,22 +157,17 @@ class ExtensionSettingInline(admin.StackedInline):
         "settings",
     )
 
-    @admin.display(description="About / defaults")
+    @admin.display(description="About")
     def catalog_entry(self, obj: ExtensionSetting) -> str:
         spec = extension_catalog().get(obj.key) if obj and obj.key else None
         if spec is None:
             entries = format_html_join(
                 "",
-                "<li><b>{}</b> ({}): {} Defaults: <code>{}</code></li>",
-                (
-                    (s.label, s.key, s.description, json.dumps(s.defaults()))
-                    for s in extension_catalog().values()
-                ),
+                "<li><b>{}</b> ({}): {}</li>",
+                ((s.label, s.key, s.description) for s in extension_catalog().values()),
             )
             return format_html("<ul>{}</ul>", entries)
-        return format_html(
-            "{}<br>Defaults: <code>{}</code>", spec.description, json.dumps(spec.defaults())
-        )
+        return spec.description
 
 
 @admin.register(AgentProfile)

@@ -342,11 +342,12 @@ class BudgetExtension(AgentExtension):
         )
         if grant.refusal is not None:
             refusal = grant.refusal
+            # The ledger counted this call's reservation as spent; report the call whole.
             raise BudgetExceeded(
                 refusal.budget,
                 limit=refusal.limit,
-                used=refusal.used,
-                needed=live - call.reserved,
+                used=refusal.used - call.reserved,
+                needed=live,
                 unit=refusal.unit,
                 mid_stream=True,
                 resets=refusal.resets,

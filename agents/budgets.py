@@ -166,7 +166,14 @@ def _lock(user_id: int | None, profile_id: int | None) -> None:
 
 
 def plan_now(request_id: str) -> BudgetPlan:
-    run = Run.objects.select_related("profile", "session__profile").get(request_id=request_id)
+    """The run's limits and prices; no limits for a request without a Run (a dry run)."""
+    run = (
+        Run.objects.select_related("profile", "session__profile")
+        .filter(request_id=request_id)
+        .first()
+    )
+    if run is None:
+        return BudgetPlan()
     profile = run.profile or run.session.profile
     prices = price_in_force_now(
         profile.provider, profile.model_name, run.started_at or run.created_at

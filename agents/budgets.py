@@ -20,7 +20,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from .db_retry import retrying
@@ -98,7 +98,10 @@ class Cap:
         )
         if self.user_id is not None:
             charges = charges.filter(user_id=self.user_id)
-            runs = runs.filter(started_by_id=self.user_id)
+            runs = runs.filter(
+                Q(started_by_id=self.user_id)
+                | Q(started_by__isnull=True, session__owner_id=self.user_id)
+            )
         else:
             charges = charges.filter(profile_id=self.profile_id)
             runs = runs.filter(profile_id=self.profile_id)

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from .admin_schema import Entries, SchemaSettingsField
 from .models import (
     AgentProfile,
+    BudgetCharge,
     ChatSession,
     ExtensionSetting,
     Message,
@@ -23,6 +24,7 @@ from .models import (
     OperatorAction,
     Run,
     RunEvent,
+    UserBudget,
 )
 from .profiles.catalog import (
     ExtensionRow,
@@ -336,3 +338,21 @@ class ModelPriceAdmin(admin.ModelAdmin):
             names = format_html_join(", ", "{}:{}", unpriced)
             messages.warning(request, format_html("Models seen without a price: {}", names))
         return super().changelist_view(request, extra_context)
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(admin.ModelAdmin):
+    """Per-user cost caps; an empty cap falls back to ZETT_USER_DAILY/MONTHLY_COST_CAP."""
+
+    list_display = ("user", "daily_cost_cap", "monthly_cost_cap")
+    search_fields = ("user__username",)
+    autocomplete_fields = ("user",)
+
+
+@admin.register(BudgetCharge)
+class BudgetChargeAdmin(_ReadOnly):
+    """What each model call reserved against the caps, and what it cost once settled."""
+
+    list_display = ("created_at", "user", "profile", "run", "call_id", "amount", "settled")
+    list_filter = ("settled", "profile")
+    search_fields = ("user__username", "run__request_id")

@@ -39,6 +39,21 @@ class AgentProfile(models.Model):
         max_length=10, choices=DoubleTexting.choices, default=DoubleTexting.STEER
     )
     is_active = models.BooleanField(default=True)  # inactive profiles cannot start new chats
+    # Budgets, enforced by the `budget` extension (and the daily cap also at a run's start).
+    # Empty: no limit.
+    max_tokens_per_run = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Input plus output tokens of all model calls of a run."
+    )
+    max_cost_per_run = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="In the price currency."
+    )
+    daily_cost_cap = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="What all runs of this profile may cost per UTC day.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -155,6 +170,7 @@ class RunStatus(models.TextChoices):
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     INTERRUPTED = "interrupted", "Interrupted"  # its host process died
+    BUDGET_EXCEEDED = "budget_exceeded", "Budget exceeded"  # a budget stopped it
 
     @classmethod
     def active(cls) -> tuple[str, ...]:
@@ -178,7 +194,7 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     input_text = models.TextField()
-    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     phase = models.CharField(max_length=20, default="created")
     cancel_state = models.CharField(
         max_length=12, choices=CancelState.choices, default=CancelState.NONE, blank=True
@@ -316,3 +332,53 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.host_id
+
+
+class UserBudget(models.Model):
+    """One user's cost caps, overriding the defaults from ZETT_USER_*_COST_CAP.
+
+    A field left empty falls back to the default; the default unset means no cap.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget"
+    )
+    daily_cost_cap = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Per UTC day."
+    )
+    monthly_cost_cap = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Per UTC month."
+    )
+
+    def __str__(self) -> str:
+        return f"Budget of {self.user}"
+
+
+class BudgetCharge(models.Model):
+    """What one model call of a run reserved against the cost caps, then what it cost.
+
+    A call reserves its estimate before it starts (and more while it streams); when its
+    usage arrives the row is settled to the actual cost. Caps add these rows up, plus the
+    cost of ended runs that have none (runs of profiles without the budget extension).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="budget_charges")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    profile = models.ForeignKey(
+        AgentProfile, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    call_id = models.CharField(max_length=80)
+    amount = models.DecimalField(max_digits=20, decimal_places=10, default=0)
+    settled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["user", "created_at"]),
+            models.Index(fields=["profile", "created_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="budget_charge_call_unique"),
+        ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,20 @@ def env_float(name: str, default: float, low: float, high: float) -> float:
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_decimal(name: str) -> Decimal | None:
+    """A non-negative Decimal from the environment; None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if not value.is_finite() or value < 0:
+        raise ValueError(f"{name}={raw!r} must be a non-negative number")
+    return value
 
 
 def _dev_secret_key() -> str:
@@ -314,6 +329,11 @@ CHANNEL_LAYERS = _channel_layers()
 # Dotted paths of extra extensions for the catalog (agents/catalog.py): each names an
 # AgentExtension subclass (optionally with a pydantic `Settings` model) or an ExtensionSpec.
 ZETT_EXTENSIONS = env_list("ZETT_EXTENSIONS")
+
+# Default cost caps of every user, per UTC day and per UTC month, in the price currency;
+# unset: no cap. The admin's "User budgets" override them per user.
+ZETT_USER_DAILY_COST_CAP = env_decimal("ZETT_USER_DAILY_COST_CAP")
+ZETT_USER_MONTHLY_COST_CAP = env_decimal("ZETT_USER_MONTHLY_COST_CAP")
 
 
 # Run hosting (agents/runs.py).

@@ -6,6 +6,7 @@ as well as from its own module.
 
 from .approval import ToolApprovalExtension
 from .ask_user import AskUserExtension
+from .budget import BudgetExceeded, BudgetExtension, BudgetSettings
 from .demo_tools import DemoToolsExtension
 from .memory import InMemoryMessageAccumulator
 from .settings import AskUserSettings, SteeringSettings, ToolApprovalSettings
@@ -14,6 +15,9 @@ from .steering import SteeringExtension
 __all__ = [
     "AskUserExtension",
     "AskUserSettings",
+    "BudgetExceeded",
+    "BudgetExtension",
+    "BudgetSettings",
     "DemoToolsExtension",
     "InMemoryMessageAccumulator",
     "SteeringExtension",

@@ -17,13 +17,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from ..budgets import price_in_force_now, start_refusal_now
 from ..db_retry import db_hop, db_hop_own_thread
 from ..models import (
     ChatSession,
     ExtensionSetting,
     Host,
     Message,
-    ModelPrice,
     OperatorAction,
     Role,
     Run,
@@ -32,7 +32,7 @@ from ..models import (
     SessionStatus,
 )
 from ..runtime.ids import new_uuid7
-from ..runtime.pricing import TokenPrices, pattern_matches, specificity
+from ..runtime.pricing import TokenPrices
 from .payloads import message_dict, notice, run_row_of
 from .wire import WORKER_CHANNEL
 
@@ -253,7 +253,12 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
         run.pk: run
         for run in Run.objects.filter(
             session_id=session_id,
-            status__in=(RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED),
+            status__in=(
+                RunStatus.FAILED,
+                RunStatus.CANCELLED,
+                RunStatus.INTERRUPTED,
+                RunStatus.BUDGET_EXCEEDED,
+            ),
         )
     }
     items: list[dict[str, Any]] = []
@@ -371,25 +376,11 @@ def save_partial(run_pk: int, text: str) -> None:
 
 @db_hop
 def price_in_force(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
-    """The prices of the model on the day ``when`` falls on; None when no price is set.
+    """The prices of the model on the day ``when`` falls on (see agents.budgets)."""
+    return price_in_force_now(provider, model_name, when)
 
-    Among the prices in force, an exact model name wins over a glob, and a longer glob over
-    a shorter one; for one pattern, the latest ``valid_from`` not after that day.
-    """
-    day = timezone.localdate(when or timezone.now())
-    rows = ModelPrice.objects.filter(provider=provider, valid_from__lte=day).order_by("-valid_from")
-    best: ModelPrice | None = None
-    for row in rows:
-        if not pattern_matches(row.model_pattern, model_name):
-            continue
-        if best is None or specificity(row.model_pattern) > specificity(best.model_pattern):
-            best = row
-    if best is None:
-        return None
-    return TokenPrices(
-        input=best.input_per_million,
-        output=best.output_per_million,
-        cache_read=best.cache_read_per_million,
-        cache_write=best.cache_write_per_million,
-        currency=best.currency,
-    )
+
+@db_hop
+def start_refusal(session_id: str, user_id: int | None) -> str | None:
+    """Why a run cannot start now because a cost cap is used up, or None."""
+    return start_refusal_now(session_id, user_id)

@@ -154,6 +154,9 @@ class RunManager:
         (the database decides); a refusing reply when the session cannot take messages.
         """
         workers = self.settings.run_workers
+        refusal = await db.start_refusal(session_id, user_id)
+        if refusal is not None:
+            return ControlReply(False, refusal, "message")
         intake = await db.create_run(
             session_id, user_id, text, "" if workers else self.host_id, by, policy.title_from(text)
         )

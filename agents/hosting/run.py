@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from .. import observability
 from ..db_retry import DatabaseUnavailable
+from ..extensions.budget import BudgetExceeded
 from ..models import CancelState, RunStatus
 from ..profiles.cache import AgentCache
 from ..profiles.catalog import ProfileConfigError
@@ -179,6 +180,10 @@ class HostedRun:
         error = handle.error
         if error is None:
             return RunStatus.COMPLETED
+        if isinstance(error, BudgetExceeded):
+            log.info("run %s stopped: %s", self.request_id, error)
+            self.run.error = describe_error(error)
+            return RunStatus.BUDGET_EXCEEDED
         if isinstance(error, ModelCallError | ProfileConfigError):
             self._expected_failure(error)
         elif isinstance(error, DatabaseUnavailable):

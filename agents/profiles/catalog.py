@@ -19,8 +19,10 @@ import pydantic
 from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
+from ..budgets import DatabaseLedger
 from ..extensions.approval import ToolApprovalExtension
 from ..extensions.ask_user import AskUserExtension
+from ..extensions.budget import BudgetExtension, BudgetSettings
 from ..extensions.demo_tools import DemoToolsExtension
 from ..extensions.settings import (
     AskUserSettings,
@@ -154,6 +156,15 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         "when it crosses a size threshold; the latest turns stay verbatim.",
         factory=lambda validated: _summary_compaction(validated),
         settings_model=SummaryCompactionSettings,
+    ),
+    ExtensionSpec(
+        key="budget",
+        label="Budgets",
+        description="Stops a run when its next model call cannot fit a budget (the profile's "
+        "tokens and cost per run, its daily cost cap, the user's daily and monthly caps), "
+        "or mid-answer when the live estimate crosses one; the run ends as budget_exceeded.",
+        factory=lambda validated: BudgetExtension(validated, ledger=DatabaseLedger()),
+        settings_model=BudgetSettings,
     ),
     ExtensionSpec(
         key=TRACING_KEY,

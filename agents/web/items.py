@@ -17,7 +17,9 @@ from typing import Any
 from . import wording
 from .markup import render_markdown
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
+TERMINAL_STATUSES = frozenset(
+    {"completed", "failed", "cancelled", "interrupted", "budget_exceeded"}
+)
 _SAFE_DOM_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 

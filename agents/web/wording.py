@@ -26,6 +26,7 @@ STATUSES = {
     "failed": "failed",
     "cancelled": "stopped",
     "interrupted": "interrupted",
+    "budget_exceeded": "budget exceeded",
 }
 
 CANCEL_STATES = {

@@ -1,10 +1,11 @@
-""" "Compact conversation" from the chat socket: a compaction run, its divider, its effect."""
+"""Compact conversation from the chat socket: a compaction run, its divider, its effect."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -63,14 +64,15 @@ class Socket:
 async def connect(manager: Any) -> AsyncIterator[Callable[..., Awaitable[Socket]]]:
     opened: list[WebsocketCommunicator] = []
 
-    async def open_socket(session_id: str, user: Any) -> Socket:
+    async def open_socket(session_id: str, user: Any, path: str = "") -> Socket:
         cookie = await sync_to_async(_session_cookie)(user)
         headers = [
             (b"origin", b"http://localhost"),
             (b"host", b"localhost"),
             (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()),
         ]
-        communicator = WebsocketCommunicator(APP, f"/ws/sessions/{session_id}/", headers=headers)
+        path = path or f"/ws/sessions/{session_id}/"
+        communicator = WebsocketCommunicator(APP, path, headers=headers)
         opened.append(communicator)
         connected, _ = await communicator.connect(timeout=TIMEOUT)
         assert connected
@@ -288,3 +290,48 @@ async def test_a_profile_without_a_compaction_extension_says_so(
     await socket.reply(type="compact")
     notice = await socket.until('data-testid="run-notice"')
     assert "no compaction extension" in notice
+
+
+def _get(user: Any, url: str) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+async def test_the_monitor_and_the_run_page_label_a_compaction_run_and_its_cost(
+    connect: Any,
+    manager: Any,
+    model: Any,
+    user: Any,
+    staff_user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    model(["A1", "A2", "The summary."])
+    profile = await make_profile(provider="held", provider_settings=HELD, extensions=(COMPACTION,))
+    await ModelPrice.objects.acreate(
+        provider="held", model_pattern="*", input_per_million=1000, output_per_million=1000
+    )
+    session = await make_session(user, profile)
+    socket = await connect(session.id, user)
+    await socket.until('id="transcript"')
+    await _chat(socket, manager, "Q1", "Q2")
+    await socket.reply(type="compact")
+    await socket.until('data-testid="compaction-divider"')
+    await manager.wait_idle()
+    compaction, answer = (await _runs(session.id))[-1], (await _runs(session.id))[0]
+
+    page = await sync_to_async(_get)(user, f"/runs/{compaction.request_id}/")
+    assert 'data-testid="run-kind"' in page and "Compaction run" in page
+    assert f'data-testid="run-cost">${compaction.cost.quantize(Decimal("0.0001"))}' in page
+    answer_page = await sync_to_async(_get)(user, f"/runs/{answer.request_id}/")
+    assert 'data-testid="run-kind"' not in answer_page
+
+    monitor = await connect("", staff_user, "/ws/monitor/")
+    tables = await monitor.until('data-testid="monitor-row"')
+    row = tables[tables.index(f'data-request-id="{compaction.request_id}"') :]
+    row = row[: row.index("</tr>")]
+    assert 'data-testid="run-kind"' in row
+    assert f"${compaction.cost.quantize(Decimal('0.0001'))}" in row

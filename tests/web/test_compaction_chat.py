@@ -54,10 +54,10 @@ class Socket:
     async def send(self, **frame: Any) -> None:
         await self.communicator.send_to(text_data=json.dumps(frame))
 
-    async def reply(self, **frame: Any) -> str:
-        """Send a frame and return the reply line it gets."""
+    async def reply(self, action: str = "", **frame: Any) -> str:
+        """Send a frame and return the reply line it gets (its action: the frame's type)."""
         await self.send(**frame)
-        return await self.until('data-testid="control-reply"')
+        return await self.until(f'data-action="{action or frame["type"]}"')
 
 
 @pytest.fixture
@@ -203,7 +203,7 @@ async def test_someone_elses_session_cannot_be_compacted(
     assert await _runs(session.id) == []
 
 
-@pytest.mark.parametrize("policy", ["reject", "queue"])
+@pytest.mark.parametrize("policy", ["reject", "queue", "interrupt"])
 async def test_compact_while_a_run_is_active_follows_the_double_texting_policy(
     policy: str,
     connect: Any,
@@ -215,18 +215,22 @@ async def test_compact_while_a_run_is_active_follows_the_double_texting_policy(
 ) -> None:
     held = model(["A1", "A2", "The summary."], hold=2)
     profile = await make_profile(
-        provider="held", provider_settings=HELD, extensions=(COMPACTION,), double_texting=policy
+        provider="held",
+        provider_settings=HELD,
+        # Keep one: an interrupted Q2 has no answer, and Q1 with A1 is still summarised.
+        extensions=(("summary_compaction", {"auto": "never", "keep_last_messages": 1}),),
+        double_texting=policy,
     )
     session = await make_session(user, profile)
     socket = await connect(session.id, user)
     await socket.until('id="transcript"')
     await _chat(socket, manager, "Q1")
-    await socket.reply(type="message", text="Q2")
+    await socket.send(type="message", text="Q2")
     await asyncio.wait_for(held.holding.wait(), TIMEOUT)
 
-    reply = await socket.reply(type="compact")
+    reply = await socket.reply(policy, type="compact")
     held.release.set()
-    if policy == "queue":  # the compaction starts once the active run has ended
+    if policy != "reject":  # the compaction starts once the active run has ended
         await socket.until('data-testid="compaction-divider"')
     await manager.wait_idle()
     runs = await _runs(session.id)
@@ -234,8 +238,11 @@ async def test_compact_while_a_run_is_active_follows_the_double_texting_policy(
         assert 'data-reply="rejected"' in reply
         assert [r.kind for r in runs] == [RunKind.ANSWER, RunKind.ANSWER]
     else:
-        assert 'data-reply="accepted"' in reply and "compacted when" in reply
+        assert 'data-reply="accepted"' in reply
+        assert ("compacted when" if policy == "queue" else "Cancelling") in reply
         assert [r.kind for r in runs] == [RunKind.ANSWER, RunKind.ANSWER, RunKind.COMPACTION]
+        expected = RunStatus.COMPLETED if policy == "queue" else RunStatus.CANCELLED
+        assert runs[1].status == expected
         assert runs[-1].status == RunStatus.COMPLETED
 
 
@@ -335,3 +342,28 @@ async def test_the_monitor_and_the_run_page_label_a_compaction_run_and_its_cost(
     row = row[: row.index("</tr>")]
     assert 'data-testid="run-kind"' in row
     assert f"${compaction.cost.quantize(Decimal('0.0001'))}" in row
+
+
+async def test_a_compaction_can_be_cancelled_and_the_context_stays(
+    connect: Any, manager: Any, model: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    held = model(["A1", "A2", "The summary.", "A3"], hold=3)
+    profile = await make_profile(provider="held", provider_settings=HELD, extensions=(COMPACTION,))
+    session = await make_session(user, profile)
+    socket = await connect(session.id, user)
+    await socket.until('id="transcript"')
+    await _chat(socket, manager, "Q1", "Q2")
+    await socket.reply(type="compact")
+    await asyncio.wait_for(held.holding.wait(), TIMEOUT)
+
+    reply = await socket.reply(type="cancel")
+    assert 'data-reply="accepted"' in reply
+    await socket.until("The run has stopped.")
+    await manager.wait_idle()
+    compaction = (await _runs(session.id))[-1]
+    assert compaction.kind == RunKind.COMPACTION and compaction.status == RunStatus.CANCELLED
+    assert not await Message.objects.filter(summarized_by__isnull=False).aexists()
+
+    held.hold = 0
+    await _chat(socket, manager, "Q3")
+    assert _dialogue(held.requests[-1]) == ["Q1", "A1", "Q2", "A2", "Q3"]

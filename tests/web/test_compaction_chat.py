@@ -367,3 +367,30 @@ async def test_a_compaction_can_be_cancelled_and_the_context_stays(
     held.hold = 0
     await _chat(socket, manager, "Q3")
     assert _dialogue(held.requests[-1]) == ["Q1", "A1", "Q2", "A2", "Q3"]
+
+
+async def test_staff_may_compact_someone_elses_session(
+    connect: Any,
+    manager: Any,
+    model: Any,
+    user: Any,
+    staff_user: Any,
+    make_profile: Any,
+    make_session: Any,
+) -> None:
+    model(["A1", "A2", "The summary."])
+    profile = await make_profile(provider="held", provider_settings=HELD, extensions=(COMPACTION,))
+    session = await make_session(user, profile)
+    owner = await connect(session.id, user)
+    await owner.until('id="transcript"')
+    await _chat(owner, manager, "Q1", "Q2")
+
+    staff = await connect(session.id, staff_user)
+    await staff.until('id="transcript"')
+    reply = await staff.reply(type="compact")
+    assert 'data-reply="accepted"' in reply
+    await owner.until('data-testid="compaction-divider"')  # every tab of the chat sees it
+    await manager.wait_idle()
+    compaction = (await _runs(session.id))[-1]
+    assert compaction.kind == RunKind.COMPACTION and compaction.status == RunStatus.COMPLETED
+    assert compaction.started_by_id == staff_user.pk

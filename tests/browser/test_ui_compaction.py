@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from agents.models import AgentProfile, ChatSession, ExtensionSetting, Run
@@ -15,21 +16,19 @@ SHORT = 5_000
 RUN = 20_000
 
 
-def test_compacting_shows_a_divider_whose_summary_expands_live_and_after_reload(
-    page: Any, live_url: str, login: Any, user: Any, password: str
-) -> None:
+def _compaction_profile(slug: str) -> AgentProfile:
     profile = AgentProfile.objects.create(
-        name="Echo", slug="echo-compaction", provider="demo", provider_settings={"delay": 0}
+        name="Echo", slug=slug, provider="demo", provider_settings={"delay": 0}
     )
     ExtensionSetting.objects.create(
         profile=profile,
         key="summary_compaction",
         settings={"auto": "never", "keep_last_messages": 2},
     )
-    session = ChatSession.objects.create(owner=user, profile=profile)
-    login(page, user.username, password)
-    page.goto(f"{live_url}/sessions/{session.pk}/")
-    page.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    return profile
+
+
+def _two_exchanges(page: Any) -> None:
     status = page.locator("[data-testid=run-status]")
     box = page.locator("[data-testid=message-form] textarea[name=text]")
     for text in ("first question", "second question"):
@@ -39,6 +38,17 @@ def test_compacting_shows_a_divider_whose_summary_expands_live_and_after_reload(
             1, timeout=RUN
         )
         expect(status).to_have_attribute("data-status", "completed", timeout=RUN)
+
+
+def test_compacting_shows_a_divider_whose_summary_expands_live_and_after_reload(
+    page: Any, live_url: str, login: Any, user: Any, password: str
+) -> None:
+    session = ChatSession.objects.create(owner=user, profile=_compaction_profile("echo-compact"))
+    login(page, user.username, password)
+    page.goto(f"{live_url}/sessions/{session.pk}/")
+    page.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    status = page.locator("[data-testid=run-status]")
+    _two_exchanges(page)
 
     page.get_by_role("button", name="Compact conversation").click()
     divider = page.locator("#transcript [data-testid=compaction-divider]")
@@ -68,3 +78,22 @@ def test_compacting_shows_a_divider_whose_summary_expands_live_and_after_reload(
     divider.locator("summary").click()
     expect(divider.locator("[data-testid=compaction-summary]")).to_be_visible()
     expect(divider.locator("[data-testid=compaction-summary]")).not_to_be_empty()
+
+
+def test_the_compact_button_and_the_divider_have_no_serious_accessibility_violations(
+    new_context: Any, live_url: str, login: Any, user: Any, password: str
+) -> None:
+    session = ChatSession.objects.create(owner=user, profile=_compaction_profile("echo-a11y"))
+    # axe is injected with evaluate, which the page's strict CSP would refuse.
+    page = new_context(bypass_csp=True).new_page()
+    login(page, user.username, password)
+    page.goto(f"{live_url}/sessions/{session.pk}/")
+    page.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    _two_exchanges(page)
+    page.get_by_role("button", name="Compact conversation").click()
+    divider = page.locator("#transcript [data-testid=compaction-divider]")
+    expect(divider).to_have_count(1, timeout=RUN)
+    divider.locator("summary").click()
+
+    violations = Axe().run(page).response["violations"]
+    assert [v["id"] for v in violations if v.get("impact") in {"serious", "critical"}] == []

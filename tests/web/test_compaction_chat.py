@@ -80,7 +80,10 @@ async def connect(manager: Any) -> AsyncIterator[Callable[..., Awaitable[Socket]
 
     yield open_socket
     for communicator in opened:
-        await communicator.disconnect()
+        try:
+            await communicator.disconnect()
+        except asyncio.CancelledError:
+            pass  # a receive that timed out already cancelled the application
 
 
 class HeldModel(ScriptedModel):

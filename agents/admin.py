@@ -279,6 +279,7 @@ class RunAdmin(_ReadOnly):
     list_display = (
         "request_id",
         "session",
+        "kind",
         "status",
         "phase",
         "iterations",
@@ -288,7 +289,7 @@ class RunAdmin(_ReadOnly):
         "created_at",
         "host",
     )
-    list_filter = ("status",)
+    list_filter = ("status", "kind")
     search_fields = ("request_id", "session__id")
 
 

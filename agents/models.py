@@ -177,6 +177,11 @@ class RunStatus(models.TextChoices):
         return (cls.QUEUED, cls.RUNNING, cls.WAITING)
 
 
+class RunKind(models.TextChoices):
+    ANSWER = "answer", "Answer"  # a message in, an answer out
+    COMPACTION = "compaction", "Compaction"  # the conversation summarised on request
+
+
 class CancelState(models.TextChoices):
     NONE = "", "—"
     REQUESTED = "requested", "Requested"
@@ -194,6 +199,7 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     input_text = models.TextField()
+    kind = models.CharField(max_length=12, choices=RunKind.choices, default=RunKind.ANSWER)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     phase = models.CharField(max_length=20, default="created")
     cancel_state = models.CharField(

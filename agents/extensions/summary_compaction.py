@@ -11,7 +11,8 @@ crosses the configured threshold (``before_turn``), the extension:
 3. on success replaces the context by the summary (a UserMessage with attribute
    ``compaction_summary``) and the kept tail, publishes a CompactionEvent carrying the
    ranges, the summary and the replacement dialogue, and emits COMPACTION_COMPLETED with
-   ``{"compacted": True, "summarized": n, "kept": k}``;
+   ``{"compacted": True, "summarized": n, "kept": k, "summary", "summary_id"}`` and the
+   summary call's usage (so a host can count and price it);
 4. on a provider error or an empty summary leaves the context as it was and emits
    COMPACTION_COMPLETED with ``{"compacted": False, "error": text}``.
 
@@ -32,7 +33,7 @@ from ..runtime.messages import (
     ToolMessage,
     UserMessage,
 )
-from ..runtime.model import ModelRequest
+from ..runtime.model import ModelRequest, ModelUsage
 from .settings import SummaryCompactionSettings
 
 if TYPE_CHECKING:
@@ -102,8 +103,9 @@ class SummaryCompactionExtension(AgentExtension):
             return False
         older, kept = dialogue[:start], dialogue[start:]
         await context.emit(AgentEvent(AgentEventType.COMPACTION_STARTED))
+        usage: list[ModelUsage] = []
         try:
-            summary = (await self._summarise(context, older)).strip()
+            summary = (await self._summarise(context, older, usage)).strip()
             if not summary:
                 raise ValueError("the summary model returned an empty summary")
         except Exception as error:  # noqa: BLE001 - any failure leaves the context unchanged
@@ -111,6 +113,7 @@ class SummaryCompactionExtension(AgentExtension):
                 AgentEvent(
                     AgentEventType.COMPACTION_COMPLETED,
                     data={"compacted": False, "error": f"{type(error).__name__}: {error}"[:500]},
+                    usage=usage[0] if usage else None,
                 )
             )
             return False
@@ -136,12 +139,18 @@ class SummaryCompactionExtension(AgentExtension):
                     "summarized": len(older),
                     "kept": len(kept),
                     "summary": summary,
+                    "summary_id": message.id,
+                    "kept_first_id": kept[0].id if kept else None,
                 },
+                usage=usage[0] if usage else None,
             )
         )
         return True
 
-    async def _summarise(self, context: AgentRunContext, older: list[AnyMessage]) -> str:
+    async def _summarise(
+        self, context: AgentRunContext, older: list[AnyMessage], usage: list[ModelUsage]
+    ) -> str:
+        """The summary text; the call's usage (when reported) is appended to ``usage``."""
         model = self.model if self.model is not None else context.model
         if model is None:
             raise RuntimeError("no summary model")
@@ -160,6 +169,8 @@ class SummaryCompactionExtension(AgentExtension):
                 text.append(event.delta)
             elif event.kind == "completed" and event.response is not None:
                 final = event.response.message.content
+                if event.response.usage is not None:
+                    usage.append(event.response.usage)
         return final or "".join(text)
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..budgets import price_in_force_now, start_refusal_now
 from ..db_retry import db_hop, db_hop_own_thread
+from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..models import (
     ChatSession,
     ExtensionSetting,
@@ -28,12 +29,13 @@ from ..models import (
     Role,
     Run,
     RunEvent,
+    RunKind,
     RunStatus,
     SessionStatus,
 )
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
-from .payloads import message_dict, notice, run_row_of
+from .payloads import divider_dict, message_dict, notice, run_row_of
 from .wire import WORKER_CHANNEL
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -83,10 +85,17 @@ def _next_seq(session_id: str) -> int:
 
 @db_hop
 def create_run(
-    session_id: str, user_id: int | None, text: str, host: str, by: str, title: str | None
+    session_id: str,
+    user_id: int | None,
+    text: str,
+    host: str,
+    by: str,
+    title: str | None,
+    kind: str = RunKind.ANSWER,
 ) -> Intake | str:
     """Create the session's active run and store its input message, in one transaction.
 
+    A compaction run has no input message (``text`` is empty, ``input_id`` too).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
     is sent before this commits.
@@ -97,7 +106,7 @@ def create_run(
     if not session.profile.is_active:
         return "disabled"
     now = timezone.now()
-    input_id = new_uuid7()
+    input_id = new_uuid7() if kind == RunKind.ANSWER else ""
     try:
         with transaction.atomic():
             run = Run.objects.create(
@@ -105,6 +114,7 @@ def create_run(
                 profile=session.profile,
                 started_by_id=user_id,
                 input_text=text,
+                kind=kind,
                 status=RunStatus.RUNNING if host else RunStatus.QUEUED,
                 phase="created",
                 host=host,
@@ -112,16 +122,17 @@ def create_run(
                 created_at=now,
                 started_at=now if host else None,
             )
-            Message.objects.create(
-                session=session,
-                run=run,
-                seq=_next_seq(session_id),
-                message_id=input_id,
-                role=Role.USER,
-                content=text,
-                attributes={"by": by},
-                created_at=now,
-            )
+            if input_id:
+                Message.objects.create(
+                    session=session,
+                    run=run,
+                    seq=_next_seq(session_id),
+                    message_id=input_id,
+                    role=Role.USER,
+                    content=text,
+                    attributes={"by": by},
+                    created_at=now,
+                )
             fields: dict[str, Any] = {"updated_at": now}
             if host:
                 fields["status"] = SessionStatus.RUNNING
@@ -152,7 +163,9 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     session = _session(run.session_id)
     assert session is not None  # the run's FK holds it
     input_row = Message.objects.filter(run=run, role=Role.USER).order_by("seq").first()
-    input_id = input_row.message_id if input_row else new_uuid7()
+    input_id = input_row.message_id if input_row else ""
+    if not input_id and run.kind == RunKind.ANSWER:
+        input_id = new_uuid7()
     return Intake(run, session, _extension_rows(session.profile_id), input_id)
 
 
@@ -240,15 +253,17 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
 
     A notice is ``{"role": "notice", "status", "content": <reason>, "request_id", "id"}``.
     """
-    rows = [
-        row
-        for row in Message.objects.filter(session_id=session_id)
-        .select_related("run")
-        .order_by("seq")
-        # A compaction summary stands in for older messages in the model context only;
-        # the transcript keeps showing the originals.
-        if not (row.attributes or {}).get("compaction_summary")
-    ]
+    rows = list(Message.objects.filter(session_id=session_id).select_related("run").order_by("seq"))
+    # A compaction summary stands in for older messages in the model context; the
+    # transcript keeps the originals and shows the summary as a divider below them.
+    summarized: dict[int, int] = {}
+    last_summarized: dict[int, int] = {}  # summary pk -> seq of the last row it summarises
+    for row in rows:
+        if row.summarized_by_id is not None:
+            summarized[row.summarized_by_id] = summarized.get(row.summarized_by_id, 0) + 1
+            last_summarized[row.summarized_by_id] = row.seq
+    # The divider goes right below what it summarised, above the messages kept verbatim.
+    rows.sort(key=lambda row: (last_summarized.get(row.pk, row.seq), row.pk in last_summarized))
     ended = {
         run.pk: run
         for run in Run.objects.filter(
@@ -264,7 +279,14 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     last_of_run = {row.run_id: index for index, row in enumerate(rows) if row.run_id in ended}
     for index, row in enumerate(rows):
-        items.append(message_dict(row, request_id=row.run.request_id if row.run else None))
+        request_id = row.run.request_id if row.run else None
+        if (row.attributes or {}).get("compaction_summary"):
+            summary = row.content.removeprefix(SUMMARY_PREFIX)
+            items.append(
+                divider_dict(row.message_id, summary, summarized.get(row.pk, 0), request_id)
+            )
+        else:
+            items.append(message_dict(row, request_id=request_id))
         if row.run_id in ended and last_of_run[row.run_id] == index:
             items.append(notice(ended[row.run_id]))
     return items

@@ -16,13 +16,14 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from .. import observability
+from ..models import RunKind
 from ..profiles.cache import AgentCache
 from . import db, policy
 from .control_bus import ControlBus, LayerUnavailable
 from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
 from .per_loop import PerLoop
-from .run import HostedRun
+from .run import FollowUp, HostedRun
 from .settings import HostSettings
 from .snapshot import build_snapshot, local_part
 from .wire import (
@@ -145,20 +146,47 @@ class RunManager:
         await self._record(session_id, user, "message", {"text": text}, reply)
         return reply
 
+    async def submit_compaction(self, session_id: str, user: Any) -> ControlReply:
+        """Start a compaction run ("Compact conversation"), or meet the active run's policy."""
+        await self.start()
+        user_id = getattr(user, "pk", None)
+        if session_id not in self.hosted:
+            reply = await self.start_run(
+                session_id, user_id, _username(user), "", kind=RunKind.COMPACTION
+            )
+            if reply is not None:
+                await self._record(session_id, user, "compact", {}, reply)
+                return reply
+        hosted = self.hosted.get(session_id)
+        if hosted is not None:
+            reply = await policy.compact_while_active(hosted, user_id, _username(user))
+        else:
+            reply = await self._remote(session_id, user, "compact", {})
+        await self._record(session_id, user, "compact", {}, reply)
+        return reply
+
     async def start_run(
-        self, session_id: str, user_id: int | None, by: str, text: str
+        self,
+        session_id: str,
+        user_id: int | None,
+        by: str,
+        text: str,
+        *,
+        kind: str = RunKind.ANSWER,
     ) -> ControlReply | None:
         """Create the session's next run and host it here or queue it for the workers.
 
-        The one path that creates runs. None when another run of the session is active
-        (the database decides); a refusing reply when the session cannot take messages.
+        The one path that creates runs (answers and compactions). None when another run
+        of the session is active (the database decides); a refusing reply when the
+        session cannot take messages.
         """
         workers = self.settings.run_workers
         refusal = await db.start_refusal(session_id, user_id)
         if refusal is not None:
             return ControlReply(False, refusal, "message")
+        title = policy.title_from(text) if kind == RunKind.ANSWER else None
         intake = await db.create_run(
-            session_id, user_id, text, "" if workers else self.host_id, by, policy.title_from(text)
+            session_id, user_id, text, "" if workers else self.host_id, by, title, kind
         )
         if intake == "active":
             return None
@@ -173,7 +201,8 @@ class RunManager:
             )
         else:
             await self._host(intake)
-        return ControlReply(True, "", "message", intake.run.request_id)
+        action = "message" if kind == RunKind.ANSWER else "compact"
+        return ControlReply(True, "", action, intake.run.request_id)
 
     async def host_dispatched(self, request_id: str) -> bool:
         """Claim a run a web process queued for the workers, and host it here."""
@@ -201,12 +230,12 @@ class RunManager:
         hosted.start()
         return hosted
 
-    def _finished(self, hosted: HostedRun, leftovers: list[tuple[int | None, str]]) -> None:
+    def _finished(self, hosted: HostedRun, leftovers: list[FollowUp]) -> None:
         if self.hosted.get(hosted.session_id) is hosted:
             del self.hosted[hosted.session_id]
         self._spawn(self._after(hosted, leftovers), f"zett-after-{hosted.request_id}")
 
-    async def _after(self, hosted: HostedRun, leftovers: list[tuple[int | None, str]]) -> None:
+    async def _after(self, hosted: HostedRun, leftovers: list[FollowUp]) -> None:
         await self._send_monitor([hosted.row()])
         if hosted.sender is not None:
             # The next run's frames follow this run's last one, in every tab.
@@ -219,15 +248,17 @@ class RunManager:
         if leftovers and not self._closed:
             await self._start_queued(hosted.session_id, leftovers)
 
-    async def _start_queued(self, session_id: str, queued: list[tuple[int | None, str]]) -> None:
+    async def _start_queued(self, session_id: str, queued: list[FollowUp]) -> None:
         """Start the first message that waited for the previous run; the rest wait on it.
 
         The rest join the new run's own queue ahead of anything sent during it, so that
         run's end starts the next: one chain per session, in the order they were sent.
         """
-        user_id, text = queued[0]
-        user = await db.load_user(user_id)
-        reply = await self.start_run(session_id, user_id, _username(user), text)
+        first = queued[0]
+        user = await db.load_user(first.user_id)
+        reply = await self.start_run(
+            session_id, first.user_id, _username(user), first.text, kind=first.kind
+        )
         hosted = self.hosted.get(session_id)
         if reply is None:
             if hosted is not None:
@@ -287,10 +318,14 @@ class RunManager:
         """Send an action to the process hosting the session's run and await its reply."""
         active = await db.active_run(session_id)
         if active is None:
-            if action == "message":
+            if action in ("message", "compact"):
                 # The run finished between our checks: try to start one again.
                 reply = await self.start_run(
-                    session_id, getattr(user, "pk", None), _username(user), payload["text"]
+                    session_id,
+                    getattr(user, "pk", None),
+                    _username(user),
+                    payload.get("text", ""),
+                    kind=RunKind.ANSWER if action == "message" else RunKind.COMPACTION,
                 )
                 if reply is not None:
                     return reply

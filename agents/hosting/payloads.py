@@ -55,6 +55,31 @@ def message_dict(
     }
 
 
+def divider_dict(
+    summary_id: str,
+    summary: str,
+    summarized: int,
+    request_id: str | None,
+    before: str | None = None,
+) -> dict[str, Any]:
+    """The transcript's divider where a compaction summarised the messages above it.
+
+    Shaped like a message dict (role "summary", the summary row's id) so the transcript and
+    the live filter treat it as one more item; ``content`` is the summary without its prefix;
+    ``before``: the id of the first message kept verbatim (where a live page inserts it).
+    """
+    return {
+        "id": summary_id,
+        "role": "summary",
+        "content": summary,
+        "summarized": summarized,
+        "before": before,
+        "request_id": request_id,
+        "attributes": {},
+        "tool_calls": [],
+    }
+
+
 def call_dict(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
@@ -88,6 +113,7 @@ def run_row(
         "waiting_for": list(run.waiting_for or []),
         "error": run.error,
         "host": run.host,
+        "kind": run.kind,
     }
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import HostedRun
+from ..models import RunKind
+from .run import FollowUp, HostedRun
 from .wire import ControlReply
 
 BUSY = "A run is still active in this session: wait for it to finish or cancel it."
@@ -37,18 +38,42 @@ async def double_text(hosted: HostedRun, user_id: int | None, by: str, text: str
     if policy == "steer":
         if _steer(hosted, user_id, by, text):
             return ControlReply(True, "Sent to the running agent as steering.", "steer", request_id)
-        hosted.queued.append((user_id, text))
+        hosted.queued.append(FollowUp(user_id, text))
         return ControlReply(
             True, "The run is finishing; your message starts the next run.", "queue", request_id
         )
     if policy == "interrupt":
-        hosted.queued.append((user_id, text))
+        hosted.queued.append(FollowUp(user_id, text))
         await hosted.cancel(by)
         return ControlReply(
             True, "Cancelling the active run; your message starts next.", "interrupt", request_id
         )
-    hosted.queued.append((user_id, text))
+    hosted.queued.append(FollowUp(user_id, text))
     return ControlReply(True, "Queued until the active run finishes.", "queue", request_id)
+
+
+async def compact_while_active(hosted: HostedRun, user_id: int | None, by: str) -> ControlReply:
+    """ "Compact conversation" while the session's run is active: the profile's policy decides.
+
+    A compaction cannot steer a run, so "steer" queues it like "queue"; "interrupt"
+    cancels the active run and compacts next; "reject" refuses.
+    """
+    policy = hosted.double_texting
+    request_id = hosted.request_id
+    if policy == "reject":
+        return ControlReply(False, BUSY, "reject", request_id)
+    hosted.queued.append(FollowUp(user_id, "", RunKind.COMPACTION))
+    if policy == "interrupt":
+        await hosted.cancel(by)
+        return ControlReply(
+            True,
+            "Cancelling the active run; the conversation is compacted next.",
+            "interrupt",
+            request_id,
+        )
+    return ControlReply(
+        True, "The conversation is compacted when the active run finishes.", "queue", request_id
+    )
 
 
 async def operate(
@@ -60,6 +85,8 @@ async def operate(
         return ControlReply(False, "The run has finished.", action, request_id)
     if action == "message":
         return await double_text(hosted, user_id, by, str(payload.get("text", "")))
+    if action == "compact":
+        return await compact_while_active(hosted, user_id, by)
     if action == "cancel":
         if not await hosted.cancel(by):
             return ControlReply(False, "Cancel was already requested.", action, request_id)

@@ -18,7 +18,7 @@ from ..models import CancelState, Run, RunEvent, RunStatus, SessionStatus
 from ..runtime import AgentEvent, AgentEventType
 from ..runtime.operator import OperatorProtocol
 from ..runtime.pricing import TokenPrices, tokens_of_chars
-from .payloads import call_dict, message_dict
+from .payloads import call_dict, divider_dict, message_dict
 from .wire import Frame
 
 ET = AgentEventType
@@ -75,6 +75,7 @@ class RunProjection:
     answered_iterations: int = 0  # model calls whose answer message arrived
     trace: list[RunEvent] = field(default_factory=list)  # not yet written
     input_message: dict[str, Any] | None = None
+    compaction: dict[str, Any] | None = None  # the last COMPACTION_COMPLETED's data, if any
     dirty: bool = True  # the monitor row changed since the monitor last took it
     _pending_delta: RunEvent | None = None
     _pending_parts: list[str] = field(default_factory=list)
@@ -138,26 +139,7 @@ class RunProjection:
             # Checkpointed: a monitor or run page opened during a long model call reads the
             # row and the trace from the database, and must see this call, not "created".
         elif kind is ET.MODEL_COMPLETED:
-            usage = event.usage
-            if usage is not None:
-                run.input_tokens += usage.input_tokens
-                run.output_tokens += usage.output_tokens
-                run.cache_read_tokens += usage.cache_read_tokens or 0
-                run.cache_write_tokens += usage.cache_write_tokens or 0
-                run.reasoning_tokens += usage.reasoning_tokens or 0
-                step.fields |= {
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_tokens",
-                    "cache_write_tokens",
-                    "reasoning_tokens",
-                }
-                if self.prices is not None:
-                    run.cost = (run.cost or Decimal(0)) + self.prices.cost(usage)
-                    run.cost_currency = self.prices.currency
-                    step.fields |= {"cost", "cost_currency"}
-                self.dirty = True
-                data["usage"] = {"input": usage.input_tokens, "output": usage.output_tokens}
+            self._count(event.usage, step, data)
             if event.message is not None:
                 self.answered_iterations = self.iteration
                 if run.partial_text:
@@ -229,6 +211,27 @@ class RunProjection:
             step.frames.append(
                 {"type": "run.custom", **base, "name": event.name or "", "data": payload}
             )
+        elif kind is ET.COMPACTION_COMPLETED:
+            result = dict(event.data)
+            self.compaction = result
+            data = {
+                k: result[k] for k in ("compacted", "summarized", "kept", "error") if k in result
+            }
+            self._count(event.usage, step, data)
+            if result.get("compacted") and result.get("summary_id"):
+                step.frames.append(
+                    {
+                        "type": "run.compacted",
+                        **base,
+                        "divider": divider_dict(
+                            str(result["summary_id"]),
+                            str(result.get("summary", "")),
+                            int(result.get("summarized") or 0),
+                            self.request_id,
+                            result.get("kept_first_id"),
+                        ),
+                    }
+                )
         elif kind is ET.RUN_COMPLETED:
             step.checkpoint = False  # finish() writes the final state
         self._follow_waiting(step)
@@ -247,6 +250,30 @@ class RunProjection:
         if phase_changed or step.fields & {"waiting_for", "status"} or kind is ET.TOOL_STARTED:
             step.frames.append({"type": "run.state", **base, "run": self.row()})
         return step
+
+    def _count(self, usage: Any, step: Step, data: dict[str, Any]) -> None:
+        """Add one model call's usage (an answer's or a summary's) to the run, priced."""
+        if usage is None:
+            return
+        run = self.run
+        run.input_tokens += usage.input_tokens
+        run.output_tokens += usage.output_tokens
+        run.cache_read_tokens += usage.cache_read_tokens or 0
+        run.cache_write_tokens += usage.cache_write_tokens or 0
+        run.reasoning_tokens += usage.reasoning_tokens or 0
+        step.fields |= {
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+        }
+        if self.prices is not None:
+            run.cost = (run.cost or Decimal(0)) + self.prices.cost(usage)
+            run.cost_currency = self.prices.currency
+            step.fields |= {"cost", "cost_currency"}
+        self.dirty = True
+        data["usage"] = {"input": usage.input_tokens, "output": usage.output_tokens}
 
     def _delta(self, event: AgentEvent) -> Step:
         text_kind = "text" if event.type is ET.TEXT_DELTA else "reasoning"

@@ -12,14 +12,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 
 from .. import observability
 from ..db_retry import DatabaseUnavailable
 from ..extensions.budget import BudgetExceeded
-from ..models import CancelState, RunStatus
+from ..models import CancelState, RunKind, RunStatus
 from ..profiles.cache import AgentCache
 from ..profiles.catalog import ProfileConfigError
 from ..runtime import (
@@ -32,6 +32,7 @@ from ..runtime import (
 )
 from ..runtime.context import AgentRunContext
 from ..runtime.errors import ModelCallError
+from ..runtime.extension import overrides
 from ..runtime.operator import OperatorProtocol, operator_protocol
 from . import db
 from .outbox import Outbox
@@ -44,6 +45,18 @@ log = logging.getLogger(__name__)
 
 _NO_PROTOCOL = OperatorProtocol({}, ())
 
+#: The message "Compact conversation" puts in a compaction run's notice when nothing changed.
+NOTHING_TO_COMPACT = "Nothing to summarise yet: the conversation is still short."
+NO_COMPACTION = "This agent profile has no compaction extension (summary_compaction)."
+
+
+class FollowUp(NamedTuple):
+    """What waits for the active run to end: a message, or a compaction (text empty)."""
+
+    user_id: int | None
+    text: str
+    kind: str = RunKind.ANSWER
+
 
 class HostedRun:
     """What the host keeps in memory for one run it is executing."""
@@ -55,7 +68,7 @@ class HostedRun:
         layer: Any,
         settings: HostSettings,
         agents: AgentCache,
-        on_finished: Callable[[HostedRun, list[tuple[int | None, str]]], None],
+        on_finished: Callable[[HostedRun, list[FollowUp]], None],
         shutting_down: Callable[[], bool],
     ) -> None:
         session = intake.session
@@ -82,7 +95,7 @@ class HostedRun:
         self.agent: Agent | None = None
         self.context: AgentRunContext | None = None
         self.handle: RunHandle | None = None
-        self.queued: list[tuple[int | None, str]] = []  # (user id, text), in order sent
+        self.queued: list[FollowUp] = []  # in the order sent
         self.done = asyncio.Event()
         self.interrupted = False  # another process reaped it: it ends as interrupted
         self.finishing = False  # its end is being recorded: the database may show it ended
@@ -131,11 +144,16 @@ class HostedRun:
                 raise ProfileConfigError(f"The agent profile cannot be used: {exc}") from None
             self.agent = agent
             self.projection.protocol = operator_protocol(agent.extensions)
-            message = UserMessage(
-                run.input_text, id=self._intake.input_id, attributes={"by": self.owner}
-            )
             config = AgentRunConfig(session_id=self.session_id, request_id=self.request_id)
-            handle = self.handle = agent.start(message, config=config)
+            if run.kind == RunKind.COMPACTION:
+                if not any(overrides(ext, "on_compact") for ext in agent.extensions):
+                    raise ProfileConfigError(NO_COMPACTION)
+                handle = self.handle = agent.start_compaction(config)
+            else:
+                message = UserMessage(
+                    run.input_text, id=self._intake.input_id, attributes={"by": self.owner}
+                )
+                handle = self.handle = agent.start(message, config=config)
             self.context = handle.context
             await self._follow(handle)
             status = self._outcome(handle)
@@ -179,7 +197,7 @@ class HostedRun:
             return self._stopped_status()
         error = handle.error
         if error is None:
-            return RunStatus.COMPLETED
+            return self._compaction_outcome()
         if isinstance(error, BudgetExceeded):
             log.info("run %s stopped: %s", self.request_id, error)
             self.run.error = describe_error(error)
@@ -191,6 +209,20 @@ class HostedRun:
         else:
             log.error("run %s failed", self.request_id, exc_info=error)
             self.run.error = describe_error(error)
+        return RunStatus.FAILED
+
+    def _compaction_outcome(self) -> str:
+        """A compaction that changed nothing fails, saying why; the context is as it was."""
+        if self.run.kind != RunKind.COMPACTION:
+            return RunStatus.COMPLETED
+        result = self.projection.compaction
+        if result is None:
+            self.run.error = NOTHING_TO_COMPACT
+        elif not result.get("compacted"):
+            reason = str(result.get("error") or "the summary failed")
+            self.run.error = f"The conversation was not compacted: {reason}"
+        else:
+            return RunStatus.COMPLETED
         return RunStatus.FAILED
 
     def _stopped_status(self) -> str:
@@ -266,7 +298,7 @@ class HostedRun:
             leftovers = list(self.queued)
             if self.handle is not None:
                 unprocessed = self.handle.unprocessed_steering
-                leftovers[:0] = [(self.owner_id, m.content) for m in unprocessed]
+                leftovers[:0] = [FollowUp(self.owner_id, m.content) for m in unprocessed]
             self._on_finished(self, leftovers)
 
     async def _record_end(

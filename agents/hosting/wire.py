@@ -112,6 +112,17 @@ class CustomFrame(TypedDict):
     data: dict[str, Any]
 
 
+class CompactedFrame(TypedDict):
+    """A compaction replaced older messages by a summary: the transcript's divider for it."""
+
+    type: Literal["run.compacted"]
+    request_id: str
+    seq: int
+    divider: dict[
+        str, Any
+    ]  # payloads.divider_dict: id, role "summary", content, summarized, before
+
+
 class StateFrame(TypedDict):
     type: Literal["run.state", "run.finished"]
     request_id: str
@@ -119,7 +130,16 @@ class StateFrame(TypedDict):
     run: dict[str, Any]
 
 
-Frame = RunStarted | ModelStarted | Delta | MessageFrame | ToolFrame | CustomFrame | StateFrame
+Frame = (
+    RunStarted
+    | ModelStarted
+    | Delta
+    | MessageFrame
+    | ToolFrame
+    | CustomFrame
+    | CompactedFrame
+    | StateFrame
+)
 
 #: seq of run.finished frames the reaper sends for runs it ends: above any real event's.
 REAPED_SEQ = 1 << 30

@@ -104,6 +104,15 @@ class Agent:
         driver: InlineDriver[AssistantMessage] = InlineDriver()
         return RunHandle(self, self._open(message, config, driver.hand_over), driver)
 
+    def start_compaction(self, config: AgentRunConfig | None = None) -> RunHandle:
+        """Start a compaction pass (as ``compact``) and return its handle, like ``start``.
+
+        Its events are the compaction's; it is cancelled and awaited like a run, and it
+        claims the session the same way. On success ``answer`` is None.
+        """
+        driver: InlineDriver[AssistantMessage] = InlineDriver()
+        return RunHandle(self, self._open(None, config, driver.hand_over), driver, compaction=True)
+
     async def stream(
         self, message: str | UserMessage, *, config: AgentRunConfig | None = None
     ) -> AsyncIterator[AgentEvent]:

@@ -43,7 +43,12 @@ class RunHandle:
     )
 
     def __init__(
-        self, agent: Agent, request: Request, driver: InlineDriver[AssistantMessage]
+        self,
+        agent: Agent,
+        request: Request,
+        driver: InlineDriver[AssistantMessage],
+        *,
+        compaction: bool = False,
     ) -> None:
         self._agent = agent
         self._request = request
@@ -54,7 +59,8 @@ class RunHandle:
         self._cancel_pending = False  # cancel() asked while nobody was inside the run
         self._started = False
         self._ended = asyncio.Event()
-        driver.begin(request.execute())
+        # A compaction pass (Agent.start_compaction) ends with no answer: ``answer`` is None.
+        driver.begin(request.compact() if compaction else request.execute())  # type: ignore[arg-type]
 
     # -- what it is ---------------------------------------------------------------------
 

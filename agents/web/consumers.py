@@ -174,6 +174,8 @@ class _GroupConsumer(AsyncWebsocketConsumer):
         manager = get_run_manager()
         if frame.type == "message":
             reply = await manager.submit_message(session_id, user, frame.payload["text"])
+        elif frame.type == "compact":
+            reply = await manager.submit_compaction(session_id, user)
         else:
             reply = await manager.control(session_id, user, frame.type, dict(frame.payload))
         action = reply.action or frame.type
@@ -339,6 +341,12 @@ class SessionConsumer(_GroupConsumer):
         if status == "started" and str(call.get("id")) in self.awaiting:
             status = "awaiting"  # the approval wait opened before the tool was reported
         await self.send(text_data=rendering.tool_update(call, status, result))
+
+    async def run_compacted(self, event: dict[str, Any]) -> None:
+        """A compaction finished: its divider goes below the messages it summarised."""
+        divider = event.get("divider") or {}
+        if self.live.fresh(event) and self.live.first_sight(divider):
+            await self.send(text_data=rendering.insert_divider(divider))
 
     async def run_custom(self, event: dict[str, Any]) -> None:
         """Approvals and questions reach the page through run.state's waiting_for."""

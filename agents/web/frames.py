@@ -19,9 +19,10 @@ MAX_TEXT = 10_000
 MAX_REASON = 2_000
 MAX_ID = 200
 
-#: Frame types a chat socket accepts; the monitor accepts the same except "message".
-CHAT_FRAME_TYPES = frozenset({"message", "approve", "deny", "answer", "steer", "cancel"})
-MONITOR_FRAME_TYPES = CHAT_FRAME_TYPES - {"message"}
+#: Frame types a chat socket accepts; the monitor accepts the same except "message" and
+#: "compact" (starting runs is the chat's).
+CHAT_FRAME_TYPES = frozenset({"message", "approve", "deny", "answer", "steer", "cancel", "compact"})
+MONITOR_FRAME_TYPES = CHAT_FRAME_TYPES - {"message", "compact"}
 
 
 class FrameError(ValueError):
@@ -74,7 +75,7 @@ def _payload(kind: str, data: dict[str, Any]) -> dict[str, Any]:
             "id": _text(data, "id", limit=MAX_ID),
             "answer": _text(data, "answer", limit=MAX_TEXT),
         }
-    return {}  # cancel carries nothing
+    return {}  # cancel and compact carry nothing
 
 
 def parse_frame(

@@ -200,6 +200,15 @@ def append_message(message: Mapping[str, Any]) -> str:
     return f'<div hx-swap-oob="beforeend:#transcript">{html}</div>'
 
 
+def insert_divider(divider: Mapping[str, Any]) -> str:
+    """A compaction's divider, above the first message it kept (else at the end)."""
+    before = divider.get("before")
+    if not before:
+        return append_message(divider)
+    html = _render("_message.html", item=message_item(divider))
+    return f'<div hx-swap-oob="beforebegin:#msg-{dom_id(str(before))}">{html}</div>'
+
+
 def tool_update(call: Mapping[str, Any], status: str, result: Mapping[str, Any] | None) -> str:
     return _render("_tool_card.html", card=tool_card(call, result, status), oob=True)
 

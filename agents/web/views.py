@@ -97,6 +97,9 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
         "waiting_run": view,
         "runs": runs,
         "usage_total": usage_total(runs) if runs else "",
+        "can_compact": session.profile.extensions.filter(
+            key="summary_compaction", enabled=True
+        ).exists(),
     }
     return render(request, "agents/chat.html", context)
 

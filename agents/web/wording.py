@@ -54,6 +54,8 @@ _REPLIES = {
     ("approve", True): "Approved.",
     ("deny", True): "Denied.",
     ("answer", True): "Answer sent.",
+    ("compact", True): "Compacting the conversation…",
+    ("compact", False): "Not compacted.",
     ("reject", False): "Not sent.",
 }
 

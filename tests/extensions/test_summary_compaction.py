@@ -14,6 +14,7 @@ from agents.runtime import (
     AgentPhase,
     AgentRunConfig,
     AssistantMessage,
+    ModelUsage,
     ToolCall,
     tool,
 )
@@ -119,3 +120,22 @@ def test_settings_refuse_unknown_keys_and_bad_modes() -> None:
         SummaryCompactionExtension(keep_last=3)
     with pytest.raises(ValidationError):
         SummaryCompactionExtension(auto="sometimes")
+
+
+async def test_the_completed_event_names_the_summary_the_first_kept_message_and_the_usage() -> None:
+    memory = InMemoryMessageAccumulator()
+    usage = ModelUsage(input_tokens=120, output_tokens=8)
+    extension = SummaryCompactionExtension(
+        model=ScriptedModel(["The gist."], usage=usage), auto="never", keep_last_messages=2
+    )
+    agent = Agent(ScriptedModel(["A1", "A2"]), extensions=[memory, extension])
+    await agent.run("Q1", config=config())
+    await agent.run("Q2", config=config())
+
+    events = await agent.compact(config=config())
+
+    completed = events[-1]
+    summary, kept_first = memory.messages("session-c")[:2]
+    assert completed.data["summary_id"] == summary.id
+    assert completed.data["kept_first_id"] == kept_first.id and kept_first.content == "Q2"
+    assert completed.usage == usage

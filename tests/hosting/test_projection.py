@@ -6,6 +6,7 @@ No database: the Run is an unsaved model instance and the events are built direc
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from agents.hosting.payloads import run_row
@@ -22,6 +23,7 @@ from agents.runtime import (
     UserMessage,
 )
 from agents.runtime.operator import OperatorProtocol, WaitSpec
+from agents.runtime.pricing import TokenPrices
 
 ET = AgentEventType
 REQUEST = "req-projection"
@@ -288,3 +290,65 @@ def test_the_monitor_row_shows_the_estimate_with_its_mark_and_then_the_cost() ->
     run.cost, run.cost_currency = Decimal("0.00123"), "USD"
     done = render_to_string("agents/_monitor_row.html", {"run": run_view(run_row(run))})
     assert "120 tokens · $0.0012" in done and "≈" not in done
+
+
+def test_a_completed_compaction_counts_its_usage_at_the_price_and_sends_the_divider() -> None:
+    events = Events()
+    projection = _projection()
+    projection.prices = TokenPrices(input=Decimal(2), output=Decimal(4), currency="USD")
+    compacting = AgentPhase.COMPACTING
+    data = {
+        "compacted": True,
+        "summarized": 3,
+        "kept": 2,
+        "summary": "the gist",
+        "summary_id": "sum-1",
+        "kept_first_id": "msg-4",
+    }
+    steps = _apply_all(
+        projection,
+        [
+            events(ET.COMPACTION_STARTED, compacting),
+            events(
+                ET.COMPACTION_COMPLETED,
+                compacting,
+                data=data,
+                usage=ModelUsage(input_tokens=1_000_000, output_tokens=500_000),
+            ),
+        ],
+    )
+
+    run = projection.run
+    assert (run.input_tokens, run.output_tokens) == (1_000_000, 500_000)
+    assert run.cost == Decimal(4) and run.cost_currency == "USD"
+    [frame] = _frames(steps, "run.compacted")
+    assert frame["divider"] == {
+        "id": "sum-1",
+        "role": "summary",
+        "content": "the gist",
+        "summarized": 3,
+        "before": "msg-4",
+        "request_id": REQUEST,
+        "attributes": {},
+        "tool_calls": [],
+    }
+    assert projection.compaction == data
+    assert (
+        projection.trace[-1].data["summarized"] == 3 and "summary" not in projection.trace[-1].data
+    )
+
+
+def test_a_failed_compaction_sends_no_divider() -> None:
+    events = Events()
+    projection = _projection()
+    failed = {"compacted": False, "error": "RuntimeError: down"}
+    steps = _apply_all(
+        projection,
+        [
+            events(ET.COMPACTION_STARTED, AgentPhase.COMPACTING),
+            events(ET.COMPACTION_COMPLETED, AgentPhase.COMPACTING, data=failed),
+        ],
+    )
+
+    assert _frames(steps, "run.compacted") == []
+    assert projection.compaction == failed

@@ -135,3 +135,51 @@ async def test_compact_announces_setup_messages_before_on_compact_runs(
     announced = [e.message.content for e in recorder.events if isinstance(e, MessageAppendedEvent)]
     assert announced == ["You are a helpful assistant.", "restored note"]
     assert log.index("on_event:user") < log.index("on_compact")
+
+
+async def test_start_compaction_gives_a_handle_whose_events_are_the_compactions(
+    config: AgentRunConfig,
+) -> None:
+    memory = InMemoryMessageAccumulator()
+    agent = Agent(ScriptedModel(["A1", "A2"]), extensions=[memory, Summariser()])
+    await agent.run("Q1", config=config)
+    await agent.run("Q2", config=config)
+
+    handle = agent.start_compaction(config)
+    with pytest.raises(AgentProtocolError):
+        agent.start("Q3", config=config)  # the pass holds the session like a run
+    events = [event async for event in handle.events()]
+
+    assert [e.type for e in events] == [
+        AgentEventType.COMPACTION_STARTED,
+        AgentEventType.COMPACTION_COMPLETED,
+    ]
+    assert handle.done and handle.error is None and handle.answer is None
+    assert not agent.is_active("session-1")
+
+
+class Stuck(AgentExtension):
+    """on_compact waits until the pass is cancelled."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        self.entered.set()
+        await asyncio.Event().wait()
+
+
+async def test_a_started_compaction_can_be_cancelled_and_frees_the_session(
+    log: list[str], recorder: Recorder, config: AgentRunConfig
+) -> None:
+    stuck = Stuck()
+    agent = Agent(ScriptedModel(), extensions=[stuck, recorder])
+    handle = agent.start_compaction(config)
+    reader = asyncio.create_task(handle.wait())
+    await wait(stuck.entered.wait())
+
+    assert handle.cancel()
+    await wait(reader)
+
+    assert handle.cancelled and "on_error" not in log
+    assert not agent.is_active("session-1")

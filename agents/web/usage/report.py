@@ -15,7 +15,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from ...hosting.payloads import format_cost
+from ...hosting import format_cost
 from ...models import Run
 from .period import Period
 

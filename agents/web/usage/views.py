@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
-from ...hosting.payloads import format_cost
+from ...hosting import format_cost
 from . import chart, export, period, report
 
 

@@ -361,6 +361,11 @@ class SessionConsumer(_GroupConsumer):
         for message in (event.get("partial"), event.get("notice")):
             if message and self.live.first_sight(message):
                 html += rendering.append_message(message)
+        row = event.get("run") or {}
+        usage = row.get("usage") or {}
+        if row.get("status") == "completed" and usage.get("label"):
+            # run.finished follows the run's last message: the line lands under the answer.
+            html += rendering.answer_usage(request_id, usage["label"])
         await self._status(event, html + self.reply_after_run())
 
 

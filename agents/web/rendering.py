@@ -28,6 +28,7 @@ from .items import (
     tool_card,
     tool_state,
     transcript_items,
+    usage_line,
     when,
 )
 from .markup import render_markdown, sanitize
@@ -197,6 +198,12 @@ def stream_close(request_id: str, iteration: int) -> str:
 def append_message(message: Mapping[str, Any]) -> str:
     item = message_item(message)
     html = _render("_message.html", item=item)
+    return f'<div hx-swap-oob="beforeend:#transcript">{html}</div>'
+
+
+def answer_usage(request_id: str, label: str) -> str:
+    """The quiet usage line of a run that just completed, appended after its answer."""
+    html = _render("_answer_usage.html", usage=usage_line(request_id, label))
     return f'<div hx-swap-oob="beforeend:#transcript">{html}</div>'
 
 

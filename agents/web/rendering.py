@@ -32,6 +32,7 @@ from .items import (
     when,
 )
 from .markup import render_markdown, sanitize
+from .totals import active_totals
 
 __all__ = [  # the view models are used through here by consumers, views and tests
     "TERMINAL_STATUSES",
@@ -251,6 +252,12 @@ def monitor_tables(active: Iterable[Mapping[str, Any]], recent: Iterable[Mapping
         _render("_runs_tbody.html", tbody_id=tbody, runs=[run_view(row) for row in rows], oob=True)
         for tbody, rows in (("active-runs", active), ("recent-runs", recent))
     )
+
+
+def monitor_totals(active: Iterable[Mapping[str, Any]], *, oob: bool = True) -> str:
+    """The active table's <tfoot> of totals: a table section, so it may follow <tbody>s in a
+    frame (never a top-level <tr>, see monitor_update)."""
+    return _render("_monitor_totals.html", totals=active_totals(active), oob=oob)
 
 
 def monitor_update(row: Mapping[str, Any], *, shown_active: bool) -> list[str]:

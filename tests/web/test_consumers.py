@@ -789,3 +789,33 @@ async def test_a_cancelled_run_gets_no_usage_line(
     again = await connect(f"/ws/sessions/{session.id}/", user)
     snapshot = await again.next()
     assert 'data-testid="run-notice"' in snapshot and not USAGE_LINE.search(snapshot)
+
+
+TOTALS = re.compile(
+    r'<tfoot id="active-totals" hx-swap-oob="true">.*?data-testid="active-totals"[^>]*>([^<]*)</td>'
+)
+
+
+async def test_monitor_totals_follow_the_active_set_live(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("a b c d", 1)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    monitor = await connect("/ws/monitor/", staff_user)
+    tables = await monitor.next()
+    assert TOTALS.search(tables).group(1) == "No active run."
+    assert tables.index('id="active-runs"') < tables.index('id="active-totals"')
+
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="go")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    active = await monitor.until(lambda frame: bool(TOTALS.search(frame)))
+    assert TOTALS.search(active[-1]).group(1).startswith("1 active run · ")
+    assert "no price set" in active[-1]
+
+    model.resume.set()
+    await monitor.until(lambda frame: 'data-status="completed"' in frame)
+    ended = await monitor.until(lambda frame: bool(TOTALS.search(frame)))
+    assert TOTALS.search(ended[-1]).group(1) == "No active run."

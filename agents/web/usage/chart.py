@@ -69,8 +69,9 @@ def columns(chart_id: str, title: str, desc: str, bars: Sequence[Bar]) -> SafeSt
     maximum = max((bar.value for bar in bars), default=Decimal(0))
     width = max(320, len(bars) * COLUMN_STEP + 16)
     base = COLUMN_TOP + COLUMN_PLOT_HEIGHT
-    # Label a readable subset of days: about eight, and always the first and the last.
+    # Label a readable subset of days: about eight, counted back from the last (today).
     every = max(1, -(-len(bars) // 8))
+    last = len(bars) - 1
     shapes = []
     for index, bar in enumerate(bars):
         height = _scaled(bar.value, maximum, COLUMN_PLOT_HEIGHT)
@@ -87,7 +88,7 @@ def columns(chart_id: str, title: str, desc: str, bars: Sequence[Bar]) -> SafeSt
                 h=height,
             )
         )
-        if index % every == 0 or index == len(bars) - 1:
+        if (last - index) % every == 0:
             shapes.append(
                 format_html(
                     '<text class="usage-axis" x="{x}" y="{y}" text-anchor="middle">{label}</text>',

@@ -1,5 +1,5 @@
-"""The Usage page in a real browser: staff reach it from the nav, see the chart and the table,
-and download the CSV; the page reports no CSP violation and a hostile name stays text."""
+"""Usage in a real browser: the staff Usage page (chart, table, CSV), the quiet line under each
+finished answer, and the monitor's totals of the active runs."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from agents.models import AgentProfile, ChatSession, Run, RunStatus
+from agents.hosting import format_cost
+from agents.models import AgentProfile, ChatSession, ModelPrice, Run, RunStatus
 
 pytestmark = pytest.mark.browser
+
+SHORT = 5_000
+RUN = 20_000
 
 HOSTILE = "<img src=x onerror=window.__pwned=1>"
 RECORD_VIOLATIONS = """
@@ -72,3 +76,65 @@ def test_a_user_who_is_not_staff_has_no_usage_link_and_is_refused(
     login(page, user.username, password)
     expect(page.get_by_role("link", name="Usage")).to_have_count(0)
     assert page.goto(f"{live_url}/usage/").status == 403
+
+
+def test_a_finished_answer_shows_its_usage_line_live_and_after_a_reload(
+    page: Any, live_url: str, login: Any, user: Any, password: str
+) -> None:
+    profile = AgentProfile.objects.create(
+        name="Echo", slug="echo-usage", provider="demo", provider_settings={"delay": 0}
+    )
+    ModelPrice.objects.create(
+        provider="demo", model_pattern="*", input_per_million=Decimal("3"),
+        output_per_million=Decimal("15"),
+    )  # fmt: skip
+    session = ChatSession.objects.create(owner=user, profile=profile)
+    login(page, user.username, password)
+    page.goto(f"{live_url}/sessions/{session.pk}/")
+    page.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    page.fill("[data-testid=message-form] textarea[name=text]", "hello there")
+    page.keyboard.press("Enter")
+    line = page.locator("#transcript [data-testid=answer-usage]")
+    expect(line).to_have_count(1, timeout=RUN)
+    run = Run.objects.get(session=session)
+    expected = f"{run.input_tokens + run.output_tokens:,} tokens · {format_cost(run.cost, 'USD')}"
+    expect(line).to_have_text(f"This answer used {expected}")
+    # It sits right under the answer it belongs to.
+    assert (
+        page.evaluate(
+            "() => document.querySelector('#transcript [data-testid=answer-usage]')"
+            ".previousElementSibling.dataset.role"
+        )
+        == "assistant"
+    )
+
+    page.reload()
+    page.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    expect(line).to_have_count(1)
+    expect(line).to_have_text(f"This answer used {expected}")
+
+
+def test_the_monitor_totals_count_a_streaming_run_and_clear_when_it_ends(
+    new_context: Any, live_url: str, login: Any, user: Any, staff_user: Any, password: str
+) -> None:
+    profile = AgentProfile.objects.create(
+        name="Slow", slug="slow-usage", provider="demo",
+        provider_settings={"delay": 0.05, "reply_words": 40},
+    )  # fmt: skip
+    session = ChatSession.objects.create(owner=user, profile=profile)
+    monitor = new_context().new_page()
+    login(monitor, staff_user.username, password)
+    monitor.goto(f"{live_url}/monitor/")
+    monitor.wait_for_selector("#active-runs[data-snapshot]", state="attached", timeout=SHORT)
+    totals = monitor.get_by_test_id("active-totals")
+    expect(totals).to_have_text("No active run.")
+
+    chat = new_context().new_page()
+    login(chat, user.username, password)
+    chat.goto(f"{live_url}/sessions/{session.pk}/")
+    chat.wait_for_selector("#transcript[data-snapshot]", state="attached", timeout=SHORT)
+    chat.fill("[data-testid=message-form] textarea[name=text]", "tell me a story")
+    chat.keyboard.press("Enter")
+    expect(totals).to_contain_text("1 active run · ", timeout=RUN)
+    expect(totals).to_contain_text("no price set")
+    expect(totals).to_have_text("No active run.", timeout=RUN)

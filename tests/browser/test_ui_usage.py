@@ -138,3 +138,27 @@ def test_the_monitor_totals_count_a_streaming_run_and_clear_when_it_ends(
     expect(totals).to_contain_text("1 active run · ", timeout=RUN)
     expect(totals).to_contain_text("no price set")
     expect(totals).to_have_text("No active run.", timeout=RUN)
+
+
+def test_the_usage_page_has_no_serious_accessibility_violations(
+    new_context: Any, live_url: str, login: Any, user: Any, staff_user: Any, password: str
+) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    profile = AgentProfile.objects.create(name="Helper", slug="helper-a11y", provider="demo")
+    Run.objects.create(
+        session=ChatSession.objects.create(owner=user, profile=profile), profile=profile,
+        started_by=user, input_text="hi", status=RunStatus.COMPLETED, input_tokens=10,
+        output_tokens=5, cost=Decimal("0.5"), cost_currency="EUR", created_at=timezone.now(),
+    )  # fmt: skip
+    # axe is injected with evaluate, which the page's strict CSP would refuse.
+    page = new_context(bypass_csp=True).new_page()
+    login(page, staff_user.username, password)
+    page.goto(f"{live_url}/usage/?period=7d")
+    expect(page.locator("svg#chart-cost-eur")).to_be_visible()
+    violations = [
+        f"{v['id']}: {[n['target'][0] for n in v['nodes'][:4]]}"
+        for v in Axe().run(page).response["violations"]
+        if v.get("impact") in {"serious", "critical"}
+    ]
+    assert violations == []

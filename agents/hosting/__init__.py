@@ -41,7 +41,7 @@ retried until the database is back, so no session stays "running".
 from .db import transcript_now as session_transcript
 from .layer_watch import layer_watch
 from .manager import RunManager, get_run_manager
-from .payloads import call_dict, message_dict, run_row, run_row_of
+from .payloads import call_dict, format_cost, message_dict, run_row, run_row_of
 from .wire import (
     HOST_ID,
     MONITOR_GROUP,
@@ -64,6 +64,7 @@ __all__ = [
     "RunManager",
     "Snapshot",
     "call_dict",
+    "format_cost",
     "control_group",
     "get_run_manager",
     "layer_watch",

@@ -35,7 +35,7 @@ from ..models import (
 )
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
-from .payloads import divider_dict, message_dict, notice, run_row_of
+from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
 from .wire import WORKER_CHANNEL
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -252,6 +252,8 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
     """The session's messages in order, with a notice after each run that did not complete.
 
     A notice is ``{"role": "notice", "status", "content": <reason>, "request_id", "id"}``.
+    The last message of each completed run (its answer) carries ``"usage"``: the run's quiet
+    line, "1,234 tokens · $0.0123".
     """
     rows = list(Message.objects.filter(session_id=session_id).select_related("run").order_by("seq"))
     # A compaction summary stands in for older messages in the model context; the
@@ -277,17 +279,20 @@ def transcript_now(session_id: str) -> list[dict[str, Any]]:
         )
     }
     items: list[dict[str, Any]] = []
-    last_of_run = {row.run_id: index for index, row in enumerate(rows) if row.run_id in ended}
+    last_of_run = {row.run_id: index for index, row in enumerate(rows) if row.run_id}
     for index, row in enumerate(rows):
         request_id = row.run.request_id if row.run else None
         if (row.attributes or {}).get("compaction_summary"):
             summary = row.content.removeprefix(SUMMARY_PREFIX)
-            items.append(
-                divider_dict(row.message_id, summary, summarized.get(row.pk, 0), request_id)
-            )
+            item = divider_dict(row.message_id, summary, summarized.get(row.pk, 0), request_id)
         else:
-            items.append(message_dict(row, request_id=request_id))
-        if row.run_id in ended and last_of_run[row.run_id] == index:
+            item = message_dict(row, request_id=request_id)
+        items.append(item)
+        if row.run_id is None or last_of_run[row.run_id] != index:
+            continue
+        if row.run.status == RunStatus.COMPLETED:
+            item["usage"] = usage_label(row.run)
+        elif row.run_id in ended:
             items.append(notice(ended[row.run_id]))
     return items
 

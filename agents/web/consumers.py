@@ -369,6 +369,11 @@ class SessionConsumer(_GroupConsumer):
         for message in (event.get("partial"), event.get("notice")):
             if message and self.live.first_sight(message):
                 html += rendering.append_message(message)
+        row = event.get("run") or {}
+        usage = row.get("usage") or {}
+        if row.get("status") == "completed" and usage.get("label"):
+            # run.finished follows the run's last message: the line lands under the answer.
+            html += rendering.answer_usage(request_id, usage["label"])
         await self._status(event, html + self.reply_after_run())
 
 
@@ -384,19 +389,28 @@ class MonitorConsumer(_GroupConsumer):
         await self.accept()
         observability.socket_opened(self, "monitor")
         await self.join()
-        active, recent = await _monitor_runs()
-        self.active_ids = {row["request_id"] for row in active}
-        self.finished_ids = {row["request_id"] for row in recent}
-        await self.send(text_data=rendering.monitor_tables(active, recent))
+        await self._tables()
 
     def groups_to_join(self) -> list[str]:
         return [*super().groups_to_join(), MONITOR_GROUP]
 
     async def layer_back(self) -> None:
+        await self._tables()
+
+    async def _tables(self) -> None:
+        """Both tables and the totals, from the database: on connect and after an outage."""
         active, recent = await _monitor_runs()
-        self.active_ids = {row["request_id"] for row in active}
+        # The active rows as last shown, by request id: what the totals line adds up.
+        self.active_rows = {row["request_id"]: row for row in active}
         self.finished_ids = {row["request_id"] for row in recent}
-        await self.send(text_data=rendering.monitor_tables(active, recent))
+        self.totals_shown = rendering.monitor_totals(active)
+        await self.send(text_data=rendering.monitor_tables(active, recent) + self.totals_shown)
+
+    async def _totals(self) -> None:
+        html = rendering.monitor_totals(self.active_rows.values())
+        if html != self.totals_shown:
+            self.totals_shown = html
+            await self.send(text_data=html)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -417,14 +431,15 @@ class MonitorConsumer(_GroupConsumer):
         for row in event.get("rows") or []:
             request_id = row.get("request_id")
             if row.get("status") in rendering.TERMINAL_STATUSES:
-                self.active_ids.discard(request_id)
+                self.active_rows.pop(request_id, None)
                 self.finished_ids.add(request_id)
                 frames += rendering.monitor_update(row, shown_active=False)
             elif request_id not in self.finished_ids:  # else: a late update of a finished run
-                frames += rendering.monitor_update(row, shown_active=request_id in self.active_ids)
-                self.active_ids.add(request_id)
+                frames += rendering.monitor_update(row, shown_active=request_id in self.active_rows)
+                self.active_rows[request_id] = row
         for frame in frames:
             await self.send(text_data=frame)
+        await self._totals()
 
 
 __all__ = ["MonitorConsumer", "SessionConsumer"]

@@ -116,7 +116,15 @@ def message_item(
             )
             for call in message.get("tool_calls") or []
         ],
+        "usage": usage_line(message.get("request_id") or "", message["usage"])
+        if message.get("usage")
+        else None,
     }
+
+
+def usage_line(request_id: str, label: str) -> dict[str, str]:
+    """The quiet line under a finished run's answer: its tokens and cost."""
+    return {"dom": dom_id(request_id), "request_id": request_id, "label": label}
 
 
 def awaiting_approval(row: Mapping[str, Any] | None) -> frozenset[str]:

@@ -28,9 +28,11 @@ from .items import (
     tool_card,
     tool_state,
     transcript_items,
+    usage_line,
     when,
 )
 from .markup import render_markdown, sanitize
+from .totals import active_totals
 
 __all__ = [  # the view models are used through here by consumers, views and tests
     "TERMINAL_STATUSES",
@@ -209,6 +211,12 @@ def insert_divider(divider: Mapping[str, Any]) -> str:
     return f'<div hx-swap-oob="beforebegin:#msg-{dom_id(str(before))}">{html}</div>'
 
 
+def answer_usage(request_id: str, label: str) -> str:
+    """The quiet usage line of a run that just completed, appended after its answer."""
+    html = _render("_answer_usage.html", usage=usage_line(request_id, label))
+    return f'<div hx-swap-oob="beforeend:#transcript">{html}</div>'
+
+
 def tool_update(call: Mapping[str, Any], status: str, result: Mapping[str, Any] | None) -> str:
     return _render("_tool_card.html", card=tool_card(call, result, status), oob=True)
 
@@ -253,6 +261,12 @@ def monitor_tables(active: Iterable[Mapping[str, Any]], recent: Iterable[Mapping
         _render("_runs_tbody.html", tbody_id=tbody, runs=[run_view(row) for row in rows], oob=True)
         for tbody, rows in (("active-runs", active), ("recent-runs", recent))
     )
+
+
+def monitor_totals(active: Iterable[Mapping[str, Any]], *, oob: bool = True) -> str:
+    """The active table's <tfoot> of totals: a table section, so it may follow <tbody>s in a
+    frame (never a top-level <tr>, see monitor_update)."""
+    return _render("_monitor_totals.html", totals=active_totals(active), oob=oob)
 
 
 def monitor_update(row: Mapping[str, Any], *, shown_active: bool) -> list[str]:

@@ -6,6 +6,7 @@ from django.urls import path
 # process that serves pages, so a logout, a password change or a deactivation there closes
 # the user's sockets on every process.
 from . import chats, revocation, views  # noqa: F401
+from .usage import views as usage
 
 app_name = "agents"
 
@@ -19,4 +20,6 @@ urlpatterns = [
     path("sessions/<str:session_id>/archive/", chats.archive, name="archive_session"),
     path("monitor/", views.monitor, name="monitor"),
     path("runs/<str:request_id>/", views.run_detail, name="run"),
+    path("usage/", usage.usage_page, name="usage"),
+    path("usage/csv/", usage.usage_csv, name="usage_csv"),
 ]

@@ -17,6 +17,7 @@ from . import chats, queries, rendering, timeline, wording
 from .access import may_use_session
 from .forms import NewChatForm
 from .items import usage_total
+from .totals import active_totals
 
 
 def _visible_session(request: HttpRequest, session_id: str) -> ChatSession:
@@ -115,6 +116,7 @@ def monitor(request: HttpRequest) -> HttpResponse:
         "agents/monitor.html",
         {
             "active": [rendering.run_view(row) for row in active],
+            "totals": active_totals(active),
             "recent": [rendering.run_view(row) for row in recent],
             "statuses": [(value, wording.status(value)) for value in RunStatus.values],
         },

@@ -9,6 +9,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import channels.layers
@@ -21,8 +22,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agents.hosting import session_group
-from agents.models import Message, OperatorAction, Run
+from agents.hosting import format_cost, session_group
+from agents.models import Message, ModelPrice, OperatorAction, Run
 from agents.providers import registry
 from agents.providers.registry import ProviderSpec, ScriptedSettings
 from agents.providers.scripted import ScriptedModel
@@ -739,3 +740,82 @@ async def test_a_snapshot_too_big_for_one_frame_goes_out_in_order_in_several(
     assert len(frames) > 1 and all(len(f.encode()) < 1024 * 1024 for f in frames)
     await socket.send(type="message", text="still works")
     await socket.until(lambda frame: 'data-status="completed"' in frame)
+
+
+# -- the quiet usage line under each finished answer --------------------------------------------
+
+USAGE_LINE = re.compile(
+    r'data-testid="answer-usage" data-request-id="([^"]+)">(?:<span[^>]*>[^<]*</span>)?([^<]*)</p>'
+)
+
+
+async def test_a_completed_answer_gets_its_usage_line_live_and_on_reconnect_once(
+    connect: Any, user: Any, make_profile: Any, make_session: Any
+) -> None:
+    await ModelPrice.objects.acreate(
+        provider="demo", model_pattern="*", input_per_million=Decimal("3"),
+        output_per_million=Decimal("15"),
+    )  # fmt: skip
+    session = await make_session(user, await make_profile())
+    socket = await connect(f"/ws/sessions/{session.id}/", user)
+    await socket.next()
+    await socket.send(type="message", text="hello there")
+    frames = await socket.until(lambda frame: 'data-status="completed"' in frame)
+    run = await Run.objects.aget()
+    expected = f"{run.input_tokens + run.output_tokens:,} tokens · {format_cost(run.cost, 'USD')}"
+    lines = [(i, m.groups()) for i, frame in enumerate(frames) for m in USAGE_LINE.finditer(frame)]
+    assert [line for _, line in lines] == [(run.request_id, expected)]
+    final_at = next(i for i, frame in enumerate(frames) if FINAL.search(frame))
+    assert lines[0][0] > final_at  # it comes after the answer it belongs to
+    assert 'hx-swap-oob="beforeend:#transcript"' in frames[lines[0][0]]
+
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await again.next()
+    assert [m.groups() for m in USAGE_LINE.finditer(snapshot)] == [(run.request_id, expected)]
+    assert snapshot.index("answer-usage") > FINAL.search(snapshot).start()
+
+
+async def test_a_cancelled_run_gets_no_usage_line(
+    connect: Any, user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("one two three four", 2)
+    session, socket = await _chat_paused_mid_answer(
+        connect, user, make_profile, make_session, model, "go"
+    )
+    await socket.until(lambda frame: bool(DELTA.search(frame)))
+    await socket.send(type="cancel")
+    frames = await socket.until(lambda frame: 'data-status="cancelled"' in frame)
+    assert not any(USAGE_LINE.search(frame) for frame in frames)
+    again = await connect(f"/ws/sessions/{session.id}/", user)
+    snapshot = await again.next()
+    assert 'data-testid="run-notice"' in snapshot and not USAGE_LINE.search(snapshot)
+
+
+TOTALS = re.compile(
+    r'<tfoot id="active-totals" hx-swap-oob="true">.*?data-testid="active-totals"[^>]*>([^<]*)</td>'
+)
+
+
+async def test_monitor_totals_follow_the_active_set_live(
+    connect: Any, user: Any, staff_user: Any, make_profile: Any, make_session: Any, pausing: Any
+) -> None:
+    model = pausing("a b c d", 1)
+    profile = await make_profile(provider="pausing", provider_settings={"responses": ["-"]})
+    session = await make_session(user, profile)
+    monitor = await connect("/ws/monitor/", staff_user)
+    tables = await monitor.next()
+    assert TOTALS.search(tables).group(1) == "No active run."
+    assert tables.index('id="active-runs"') < tables.index('id="active-totals"')
+
+    chat = await connect(f"/ws/sessions/{session.id}/", user)
+    await chat.next()
+    await chat.send(type="message", text="go")
+    await asyncio.wait_for(model.paused.wait(), TIMEOUT)
+    active = await monitor.until(lambda frame: bool(TOTALS.search(frame)))
+    assert TOTALS.search(active[-1]).group(1).startswith("1 active run · ")
+    assert "no price set" in active[-1]
+
+    model.resume.set()
+    await monitor.until(lambda frame: 'data-status="completed"' in frame)
+    ended = await monitor.until(lambda frame: bool(TOTALS.search(frame)))
+    assert TOTALS.search(ended[-1]).group(1) == "No active run."

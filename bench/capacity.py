@@ -39,6 +39,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import shlex
 import sqlite3
 import sys
@@ -64,6 +65,11 @@ GOAL_RUNS = 1000
 DEFAULT_STEPS = (250, 500, 750, 1000)
 CONNECT_TIMEOUT = 60.0
 END_MARGIN_S = 60.0  # after the ramp and three ideal durations, a step gives up waiting
+ACTIVE = ("queued", "running", "waiting")
+# A monitor row's opening tag: its run and the status it shows (attributes in any order).
+_ROW = re.compile(r'<tr [^>]*data-testid="monitor-row"[^>]*>')
+_ROW_RUN = re.compile(r'data-request-id="([^"]+)"')
+_ROW_STATUS = re.compile(r'data-status="([^"]+)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,44 @@ class Workload:
         """A run at full pace: each call's wait and words; each tool call's delta and sleep."""
         per_call = self.first_token_delay + self.tokens * self.delay
         return self.model_calls * per_call + self.turns * (self.delay + self.tool_seconds)
+
+
+@dataclass(eq=False)
+class Monitor:
+    """The staff monitor socket (the live monitor page's): the status each row shows."""
+
+    ws: Any = None
+    reader: asyncio.Task[None] | None = None
+    status: dict[str, str] = field(default_factory=dict)  # request id -> status shown
+    frames: int = 0
+    rows: int = 0
+    bytes: int = 0
+    closed: str = ""
+
+    def active(self) -> int:
+        return sum(1 for status in self.status.values() if status in ACTIVE)
+
+    async def read(self) -> None:
+        try:
+            async for frame in self.ws:
+                self.frames += 1
+                self.bytes += len(frame)
+                for tag in _ROW.findall(frame):
+                    run, status = _ROW_RUN.search(tag), _ROW_STATUS.search(tag)
+                    if run and status:
+                        self.rows += 1
+                        self.status[run.group(1)] = status.group(1)
+        except Exception as exc:
+            self.closed = repr(exc)
+
+
+async def open_monitor(server: harness.Server, cookie: str) -> Monitor:
+    monitor = Monitor()
+    monitor.ws = await harness.open_ws(
+        f"{server.ws_url}/ws/monitor/", cookie=cookie, origin=server.origin
+    )
+    monitor.reader = asyncio.create_task(monitor.read())
+    return monitor
 
 
 @dataclass(eq=False)
@@ -251,7 +295,7 @@ async def hold(
     watched_at = {i * n // sample for i in range(sample)}  # spread over the whole ramp
     clients = [RunClient(sid, i in watched_at) for i, sid in enumerate(sessions)]
     body = json.dumps({"type": "message", "text": workload.prompt})
-    monitor_ws, monitor, monitor_reader = await streaming.open_monitor(server, staff_cookie)
+    monitor = await open_monitor(server, staff_cookie)
     active_samples: list[tuple[float, int]] = []
     try:
         connect_started = time.time()
@@ -292,7 +336,7 @@ async def hold(
         rows: list[tuple[str, float | None]] = []
         while time.time() < deadline:
             rows = await asyncio.to_thread(run_rows, db_path)
-            if len(rows) >= n and not any(s in ("queued", "running", "waiting") for s, _ in rows):
+            if len(rows) >= n and not any(status in ACTIVE for status, _ in rows):
                 break
             await asyncio.sleep(0.5)
         ended = time.time()
@@ -306,9 +350,10 @@ async def hold(
         )
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-        await monitor_ws.close()
-        monitor_reader.cancel()
-        await asyncio.gather(monitor_reader, return_exceptions=True)
+        await monitor.ws.close()
+        if monitor.reader is not None:
+            monitor.reader.cancel()
+            await asyncio.gather(monitor.reader, return_exceptions=True)
 
     statuses: dict[str, int] = {}
     for status, _ in rows:
@@ -369,10 +414,11 @@ async def hold(
         "watched_integrity": integrity,
         "watched_tokens_per_s_per_stream_p50": round(streaming.percentile(rates, 50) or 0.0, 1),
         "monitor": {
-            "frames": len(monitor.frame_times),
+            "frames": monitor.frames,
             "rows": monitor.rows,
             "bytes": monitor.bytes,
-            "closed_early": monitor.closed if monitor.closed != "closed" else "",
+            "runs_seen": len(monitor.status),
+            "closed_early": monitor.closed,
         },
         "errors": errors[:5],
         "error_count": len(errors),

@@ -304,6 +304,7 @@ async def hold(
         await asyncio.sleep(0.5)  # the connects' own ORM work drains before the clock starts
 
         cpu_start = streaming.process_cpu_seconds(server.process.pid)
+        client_cpu_start, loadavg_start = time.process_time(), os.getloadavg()
         started = time.time()
 
         async def start(position: int, client: RunClient) -> None:
@@ -341,6 +342,7 @@ async def hold(
             await asyncio.sleep(0.5)
         ended = time.time()
         cpu_end = streaming.process_cpu_seconds(server.process.pid)
+        client_cpu = time.process_time() - client_cpu_start
         timed_out = ended >= deadline
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
@@ -395,6 +397,9 @@ async def hold(
         "watched_latency_ms": _spread(latencies),
         "ttft_ms": _spread(ttft),
         "server_cpu_cores": cpu,
+        # The machine is shared: the client's own CPU and the load say how much was left.
+        "client_cpu_cores": round(client_cpu / wall, 3) if wall > 0 else None,
+        "loadavg_at_start": [round(x, 2) for x in loadavg_start],
         "model_first_token_delay_s": workload.first_token_delay,
         "run_seconds": {
             "ideal": round(workload.ideal_seconds, 2),
@@ -465,7 +470,8 @@ def step_line(figures: dict[str, Any]) -> str:
         f"p50/p99 {ttft['p50']}/{ttft['p99']} ms (model waits "
         f"{figures['model_first_token_delay_s']:g} s) | run {run['p50']}/{run['max']} s "
         f"(ideal {run['ideal']}, slowest pace {run['slowest_pace']}) | server "
-        f"{figures['server_cpu_cores']} cores over {figures['held_s']} s | ramp "
+        f"{figures['server_cpu_cores']} cores over {figures['held_s']} s (client "
+        f"{figures['client_cpu_cores']}, load {figures['loadavg_at_start'][0]}) | ramp "
         f"{figures['ramp']['seconds']} s, errors {figures['error_count']} -> "
         f"{'PASS' if figures['passed'] else 'FAIL'}"
     )

@@ -376,6 +376,9 @@ async def hold(
         if cpu_start is not None and cpu_end is not None and wall > 0
         else None
     )
+    cpu_seconds = (
+        round(cpu_end - cpu_start, 2) if cpu_start is not None and cpu_end is not None else None
+    )
     p99 = streaming.ms(streaming.percentile(latencies, 99))
     targets = {
         f"all {n} runs completed": completed == n,
@@ -397,6 +400,9 @@ async def hold(
         "watched_latency_ms": _spread(latencies),
         "ttft_ms": _spread(ttft),
         "server_cpu_cores": cpu,
+        # Less sensitive to a busy machine than cores: the server's CPU time for the step.
+        "server_cpu_seconds": cpu_seconds,
+        "server_cpu_ms_per_run": round(cpu_seconds * 1000 / n, 1) if cpu_seconds else None,
         # The machine is shared: the client's own CPU and the load say how much was left.
         "client_cpu_cores": round(client_cpu / wall, 3) if wall > 0 else None,
         "loadavg_at_start": [round(x, 2) for x in loadavg_start],
@@ -470,7 +476,8 @@ def step_line(figures: dict[str, Any]) -> str:
         f"p50/p99 {ttft['p50']}/{ttft['p99']} ms (model waits "
         f"{figures['model_first_token_delay_s']:g} s) | run {run['p50']}/{run['max']} s "
         f"(ideal {run['ideal']}, slowest pace {run['slowest_pace']}) | server "
-        f"{figures['server_cpu_cores']} cores over {figures['held_s']} s (client "
+        f"{figures['server_cpu_cores']} cores over {figures['held_s']} s, "
+        f"{figures['server_cpu_ms_per_run']} ms CPU/run (client "
         f"{figures['client_cpu_cores']}, load {figures['loadavg_at_start'][0]}) | ramp "
         f"{figures['ramp']['seconds']} s, errors {figures['error_count']} -> "
         f"{'PASS' if figures['passed'] else 'FAIL'}"

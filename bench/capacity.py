@@ -64,7 +64,7 @@ PACE_RATIO = 0.8  # the slowest run takes at most 1/0.8 of the ideal duration
 GOAL_RUNS = 1000
 DEFAULT_STEPS = (250, 500, 750, 1000)
 CONNECT_TIMEOUT = 60.0
-END_MARGIN_S = 60.0  # after the ramp and three ideal durations, a step gives up waiting
+END_MARGIN_S = 60.0  # after the ramp and five ideal durations, a step gives up waiting
 ACTIVE = ("queued", "running", "waiting")
 # A monitor row's opening tag: its run and the status it shows (attributes in any order).
 _ROW = re.compile(r'<tr [^>]*data-testid="monitor-row"[^>]*>')
@@ -333,7 +333,7 @@ async def hold(
         ramp_s = max(c.sent_at or started for c in clients) - started
 
         # -- until the Run table shows no active run (every run ended, one way or another)
-        deadline = started + ramp_s + 3 * workload.ideal_seconds + END_MARGIN_S
+        deadline = started + ramp_s + 5 * workload.ideal_seconds + END_MARGIN_S
         rows: list[tuple[str, float | None]] = []
         while time.time() < deadline:
             rows = await asyncio.to_thread(run_rows, db_path)

@@ -403,6 +403,11 @@ async def hold(
         # Less sensitive to a busy machine than cores: the server's CPU time for the step.
         "server_cpu_seconds": cpu_seconds,
         "server_cpu_ms_per_run": round(cpu_seconds * 1000 / n, 1) if cpu_seconds else None,
+        # What the same CPU time would need if every run had kept full pace (a projection
+        # for a busy machine; the monitor's share grows with the wall time, so it is high).
+        "server_cpu_cores_if_full_pace": (
+            round(cpu_seconds / (ramp_s + workload.ideal_seconds), 3) if cpu_seconds else None
+        ),
         # The machine is shared: the client's own CPU and the load say how much was left.
         "client_cpu_cores": round(client_cpu / wall, 3) if wall > 0 else None,
         "loadavg_at_start": [round(x, 2) for x in loadavg_start],

@@ -267,6 +267,19 @@ def run_rows(path: Path) -> list[tuple[str, float | None]]:
         connection.close()
 
 
+def runqueue_wait_seconds(pid: int) -> float | None:
+    """Seconds the process's live threads, summed, waited for a CPU while runnable (each
+    /proc/PID/task/TID/schedstat): how busy the shared machine was for the server."""
+    total, found = 0.0, False
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(path.read_text().split()[1]) / 1e9
+            found = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total if found else None
+
+
 def _spread(values: list[float], scale: float = 1000.0) -> dict[str, Any]:
     def cut(value: float | None) -> float | None:
         return None if value is None else round(value * scale, 2)
@@ -305,6 +318,7 @@ async def hold(
 
         cpu_start = streaming.process_cpu_seconds(server.process.pid)
         client_cpu_start, loadavg_start = time.process_time(), os.getloadavg()
+        wait_start = runqueue_wait_seconds(server.process.pid)
         started = time.time()
 
         async def start(position: int, client: RunClient) -> None:
@@ -343,6 +357,7 @@ async def hold(
         ended = time.time()
         cpu_end = streaming.process_cpu_seconds(server.process.pid)
         client_cpu = time.process_time() - client_cpu_start
+        wait_end = runqueue_wait_seconds(server.process.pid)
         timed_out = ended >= deadline
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
@@ -411,6 +426,13 @@ async def hold(
         # The machine is shared: the client's own CPU and the load say how much was left.
         "client_cpu_cores": round(client_cpu / wall, 3) if wall > 0 else None,
         "loadavg_at_start": [round(x, 2) for x in loadavg_start],
+        # Per wall second, how long the server's threads were runnable but not running
+        # (threads that ended during the step are missed): near 0 on an idle machine.
+        "server_runqueue_wait_per_s": (
+            round((wait_end - wait_start) / wall, 3)
+            if wait_start is not None and wait_end is not None and wall > 0
+            else None
+        ),
         "model_first_token_delay_s": workload.first_token_delay,
         "run_seconds": {
             "ideal": round(workload.ideal_seconds, 2),
@@ -483,7 +505,8 @@ def step_line(figures: dict[str, Any]) -> str:
         f"(ideal {run['ideal']}, slowest pace {run['slowest_pace']}) | server "
         f"{figures['server_cpu_cores']} cores over {figures['held_s']} s, "
         f"{figures['server_cpu_ms_per_run']} ms CPU/run (client "
-        f"{figures['client_cpu_cores']}, load {figures['loadavg_at_start'][0]}) | ramp "
+        f"{figures['client_cpu_cores']}, load {figures['loadavg_at_start'][0]}, server waited "
+        f"{figures['server_runqueue_wait_per_s']} s/s for a CPU) | ramp "
         f"{figures['ramp']['seconds']} s, errors {figures['error_count']} -> "
         f"{'PASS' if figures['passed'] else 'FAIL'}"
     )

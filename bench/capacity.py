@@ -287,6 +287,15 @@ def runqueue_wait_seconds(pid: int) -> float | None:
     return total if found else None
 
 
+def main_thread_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of the server's main thread: the event loop (Daphne runs it there)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _spread(values: list[float], scale: float = 1000.0) -> dict[str, Any]:
     def cut(value: float | None) -> float | None:
         return None if value is None else round(value * scale, 2)
@@ -326,6 +335,7 @@ async def hold(
         cpu_start = streaming.process_cpu_seconds(server.process.pid)
         client_cpu_start, loadavg_start = time.process_time(), os.getloadavg()
         wait_start = runqueue_wait_seconds(server.process.pid)
+        loop_start = main_thread_cpu_seconds(server.process.pid)
         started = time.time()
 
         async def start(position: int, client: RunClient) -> None:
@@ -365,6 +375,7 @@ async def hold(
         cpu_end = streaming.process_cpu_seconds(server.process.pid)
         client_cpu = time.process_time() - client_cpu_start
         wait_end = runqueue_wait_seconds(server.process.pid)
+        loop_end = main_thread_cpu_seconds(server.process.pid)
         timed_out = ended >= deadline
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
@@ -422,6 +433,12 @@ async def hold(
         "watched_latency_ms": _spread(latencies),
         "ttft_ms": _spread(ttft),
         "server_cpu_cores": cpu,
+        # Of which the event loop's thread (at 1.0 it is saturated whatever the machine).
+        "server_loop_cpu_cores": (
+            round((loop_end - loop_start) / wall, 3)
+            if loop_start is not None and loop_end is not None and wall > 0
+            else None
+        ),
         # Less sensitive to a busy machine than cores: the server's CPU time for the step.
         "server_cpu_seconds": cpu_seconds,
         "server_cpu_ms_per_run": round(cpu_seconds * 1000 / n, 1) if cpu_seconds else None,
@@ -510,7 +527,8 @@ def step_line(figures: dict[str, Any]) -> str:
         f"p50/p99 {ttft['p50']}/{ttft['p99']} ms (model waits "
         f"{figures['model_first_token_delay_s']:g} s) | run {run['p50']}/{run['max']} s "
         f"(ideal {run['ideal']}, slowest pace {run['slowest_pace']}) | server "
-        f"{figures['server_cpu_cores']} cores over {figures['held_s']} s, "
+        f"{figures['server_cpu_cores']} cores (loop {figures['server_loop_cpu_cores']}) over "
+        f"{figures['held_s']} s, "
         f"{figures['server_cpu_ms_per_run']} ms CPU/run (client "
         f"{figures['client_cpu_cores']}, load {figures['loadavg_at_start'][0]}, server waited "
         f"{figures['server_runqueue_wait_per_s']} s/s for a CPU) | ramp "

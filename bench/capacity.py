@@ -324,7 +324,8 @@ async def hold(
     watched_at = {i * n // sample for i in range(sample)}  # spread over the whole ramp
     clients = [RunClient(sid, i in watched_at) for i, sid in enumerate(sessions)]
     body = json.dumps({"type": "message", "text": workload.prompt})
-    monitor = await open_monitor(server, staff_cookie)
+    # --no-monitor (a diagnosis, never a passing step): what the monitor socket costs.
+    monitor = Monitor() if args.no_monitor else await open_monitor(server, staff_cookie)
     active_samples: list[tuple[float, int]] = []
     try:
         connect_started = time.time()
@@ -385,7 +386,8 @@ async def hold(
         )
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-        await monitor.ws.close()
+        if monitor.ws is not None:
+            await monitor.ws.close()
         if monitor.reader is not None:
             monitor.reader.cancel()
             await asyncio.gather(monitor.reader, return_exceptions=True)
@@ -419,6 +421,7 @@ async def hold(
         f"watched p99 < {P99_TARGET_MS:g} ms": p99 is not None and p99 < P99_TARGET_MS,
         f"server < {CPU_TARGET_CORES:g} core": cpu is not None and cpu < CPU_TARGET_CORES,
         "no start refused, no socket lost": not errors and not monitor.closed,
+        "the monitor was open": not args.no_monitor,
         "watched tokens intact": not any(integrity.values()),
     }
     rates = [
@@ -554,6 +557,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=100, help="tokens per model call (100)")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds per token (0.02)")
     parser.add_argument("--tool-seconds", type=float, default=2.0, help="wait tool (2)")
+    parser.add_argument(
+        "--no-monitor", action="store_true", help="diagnosis only: no monitor socket (fails)"
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure to PATH")
     args = parser.parse_args(argv)
     if args.runs < 1 or any(step < 1 for step in args.steps):
@@ -582,7 +588,8 @@ def main(argv: list[str]) -> int:
         f"workload: {workload.turns} turns of ({workload.first_token_delay:g} s to the first "
         f"token, {workload.tokens} tokens at {1 / workload.delay:g}/s, a "
         f"{workload.tool_seconds:g} s tool call), then the answer; ideal run "
-        f"{workload.ideal_seconds:.1f} s; {args.watched} watched, monitor open",
+        f"{workload.ideal_seconds:.1f} s; {args.watched} watched, monitor "
+        f"{'CLOSED (diagnosis)' if args.no_monitor else 'open'}",
         flush=True,
     )
     steps = args.steps if args.find_max else [args.runs]

@@ -60,13 +60,13 @@ class DemoToolsSettings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
     tools: list[str] = pydantic.Field(
         default_factory=lambda: ["calculator", "clock"],
-        description='Any of "calculator" and "clock".',
+        description='Any of "calculator", "clock" and "wait" (sleeps, for load tests).',
     )
 
     @pydantic.field_validator("tools")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - {"calculator", "clock"})
+        unknown = sorted(set(value) - {"calculator", "clock", "wait"})
         if unknown:
             raise ValueError(f"unknown demo tools: {', '.join(unknown)}")
         return value

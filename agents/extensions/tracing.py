@@ -117,9 +117,14 @@ class RequestTraceIds(IdGenerator):
 
 def trace_id_of(request_id: str) -> int | None:
     """The trace id a request's spans carry: its UUID as a 128-bit number (None if no UUID)."""
+    if not isinstance(request_id, str):
+        return None
+    # A length of 32 once the hyphens are gone is what uuid.UUID reads the same way (braces
+    # or a URN prefix would leave fewer digits), at a tenth of its cost.
+    digits = request_id.replace("-", "")
     try:
-        value = uuid.UUID(request_id).int
-    except (ValueError, AttributeError, TypeError):
+        value = int(digits, 16) if len(digits) == 32 else uuid.UUID(request_id).int
+    except ValueError:
         return None
     return value or None
 
@@ -181,7 +186,7 @@ class _Pending:
 
     name: str
     kind: SpanKind
-    span_id: int
+    context: SpanContext  # built once, for the ReadableSpan and for making the span current
     start: int
     attributes: dict[str, Any]
     events: list[Event] | None = None
@@ -214,9 +219,23 @@ class _Pending:
         self.status = Status(StatusCode.ERROR, description or error_type)
 
 
+class _Export:
+    """What every span of one tracer is handed over with, looked up once per tracer."""
+
+    __slots__ = ("instrumentation_info", "new_span_id", "on_end", "resource", "scope")
+
+    def __init__(self, tracer: Tracer) -> None:
+        # The provider's multi-processor: processors added later are still reached.
+        self.on_end = tracer.span_processor.on_end
+        self.new_span_id = tracer.id_generator.generate_span_id
+        self.resource = tracer.resource
+        self.instrumentation_info = tracer.instrumentation_info
+        self.scope = tracer._instrumentation_scope  # noqa: SLF001 -- the SDK's own spans carry it
+
+
 @dataclass(slots=True, eq=False)
 class _RunSpans:
-    tracer: Tracer
+    export: _Export
     trace_id: int
     flags: TraceFlags
     trace_state: TraceState | None
@@ -227,35 +246,36 @@ class _RunSpans:
     chat: _Pending | None = None  # the chat span of the model call under way
 
     def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Pending:
-        return _Pending(
-            name, kind, self.tracer.id_generator.generate_span_id(), time.time_ns(), attributes
+        context = SpanContext(
+            self.trace_id, self.export.new_span_id(), False, self.flags, self.trace_state
         )
+        return _Pending(name, kind, context, time.time_ns(), attributes)
 
     def end(self, span: _Pending, parent: SpanContext | None) -> None:
         """Hand the ended span to the tracer's span processor, as the SDK's Span.end does."""
         if not self.recording:
             return
-        tracer = self.tracer
-        self.tracer.span_processor.on_end(
+        export = self.export
+        export.on_end(
             ReadableSpan(
                 span.name,
-                SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state),
+                span.context,
                 parent,
-                tracer.resource,
+                export.resource,
                 span.attributes,
                 _NO_EVENTS if span.events is None else tuple(span.events),
                 (),
                 span.kind,
-                tracer.instrumentation_info,
+                export.instrumentation_info,
                 span.status,
                 span.start,
                 time.time_ns(),
-                tracer._instrumentation_scope,  # noqa: SLF001 -- the SDK's own spans carry it
+                export.scope,
             )
         )
 
     def span_context(self, span: _Pending) -> SpanContext:
-        return SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state)
+        return span.context
 
     def end_open(self, error_type: str, error: BaseException | None = None) -> None:
         """End the chat and execute_tool spans a failed or cancelled run leaves open."""
@@ -295,6 +315,7 @@ class TracingExtension(AgentExtension):
         self.settings = settings if settings is not None else TracingSettings()
         self._tracer_provider = tracer_provider
         self._tracer: Tracer | None = None
+        self._export: _Export | None = None  # with _tracer
         self._checked = False
         self._value_limit = SpanLimits().max_span_attribute_length
         self.describe(agent_name=agent_name, provider=provider, model=model)
@@ -320,6 +341,7 @@ class TracingExtension(AgentExtension):
         self._checked = True
         if isinstance(tracer, Tracer):
             self._tracer = tracer
+            self._export = _Export(tracer)
         else:
             _log.warning("Tracing is off: %s is not an OpenTelemetry SDK tracer", tracer)
         return self._tracer
@@ -362,15 +384,19 @@ class TracingExtension(AgentExtension):
             flags |= TraceFlags.RANDOM_TRACE_ID
         if sampled.attributes:
             attributes.update(sampled.attributes)
-        root = _Pending(name, SpanKind.INTERNAL, ids.generate_span_id(), time.time_ns(), attributes)
+        trace_flags = TraceFlags(flags)
+        root_context = SpanContext(
+            trace_id, ids.generate_span_id(), False, trace_flags, sampled.trace_state
+        )
+        root = _Pending(name, SpanKind.INTERNAL, root_context, time.time_ns(), attributes)
         spans = _RunSpans(
-            tracer,
+            self._export,  # type: ignore[arg-type]  # set with the tracer
             trace_id,
-            TraceFlags(flags),
+            trace_flags,
             sampled.trace_state,
             decision.is_recording(),
             root,
-            SpanContext(trace_id, root.span_id, False, TraceFlags(flags), sampled.trace_state),
+            root_context,
         )
         context.metadata[_STATE_KEY] = spans
 
@@ -454,7 +480,7 @@ class TracingExtension(AgentExtension):
             return
         span, spans.chat = spans.chat, None
         attributes = span.attributes
-        attributes[FINISH_REASONS] = (response.finish_reason,)
+        attributes[FINISH_REASONS] = _finish_reasons(response.finish_reason)
         if self.model:
             attributes[RESPONSE_MODEL] = self.model
         _usage_into(attributes, response.usage)
@@ -562,6 +588,20 @@ class _FirstChunkTimer:
         aclose = getattr(self._inner, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+# One shared tuple per finish reason: a fresh one per chat span would make its attribute
+# dict, held in the processor's queue until export, one more object the collector walks.
+_FINISH_REASONS: dict[str, tuple[str]] = {}
+
+
+def _finish_reasons(reason: str) -> tuple[str]:
+    reasons = _FINISH_REASONS.get(reason)
+    if reasons is None:
+        reasons = (reason,)
+        if len(_FINISH_REASONS) < 64:  # providers have a handful; never grow without bound
+            _FINISH_REASONS[reason] = reasons
+    return reasons
 
 
 def _by(attributes: Any) -> dict[str, str]:

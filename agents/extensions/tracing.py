@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ..runtime.extension import ModelCallNext, ToolCallNext
     from ..runtime.messages import AssistantMessage, ToolCall, ToolMessage
     from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage
+    from ..runtime.state import AgentState
     from ..runtime.tools import ToolResult
 
 INSTRUMENTATION = "zett.agents"
@@ -244,6 +245,13 @@ class _RunSpans:
     context: SpanContext  # the root's, parent of the chat and execute_tool spans
     tools: dict[str, _Pending] = field(default_factory=dict)  # open execute_tool spans by call id
     chat: _Pending | None = None  # the chat span of the model call under way
+    chat_started: float = 0.0  # time.monotonic() when it opened, for its time to first chunk
+
+    def time_first_chunk(self, state: AgentState) -> None:
+        """Give the open chat span its time to first chunk, once its stream sent one."""
+        chat, first = self.chat, state.first_chunk_at
+        if chat is not None and first is not None:
+            chat.attributes[TIME_TO_FIRST_CHUNK] = first - self.chat_started
 
     def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Pending:
         context = SpanContext(
@@ -410,6 +418,7 @@ class TracingExtension(AgentExtension):
         if spans is None:
             return
         error_type = type(error).__name__
+        spans.time_first_chunk(context.state)
         spans.end_open(error_type, error)
         spans.root.record_exception(error)
         spans.root.fail(error_type, str(error)[:500] or error_type)
@@ -439,6 +448,7 @@ class TracingExtension(AgentExtension):
             )
         elif isinstance(event, RunCancelledEvent):
             del context.metadata[_STATE_KEY]
+            spans.time_first_chunk(context.state)
             spans.end_open("cancelled")
             spans.root.add_event(
                 "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
@@ -458,10 +468,10 @@ class TracingExtension(AgentExtension):
     def on_model_request(
         self, context: AgentRunContext, request: ModelRequest, call_next: ModelCallNext
     ) -> AsyncIterator[ModelEvent]:
-        """Open the chat span; time the first chunk. after_model (or the run's end) closes it.
+        """Open the chat span; after_model (or the run's end) closes it.
 
-        Only the first event passes through code of ours: a stream of deltas costs no
-        extra generator layer per event.
+        The stream is handed back as it is: no event passes through code of ours (the
+        runtime notes when the first chunk came, and after_model reads it).
         """
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None:
@@ -471,13 +481,15 @@ class TracingExtension(AgentExtension):
             attributes[PROVIDER] = self.provider
         if self.model:
             attributes[REQUEST_MODEL] = self.model
-        spans.chat = span = spans.child(self._chat_name, SpanKind.CLIENT, attributes)
-        return _FirstChunkTimer(call_next(request), span)
+        spans.chat = spans.child(self._chat_name, SpanKind.CLIENT, attributes)
+        spans.chat_started = time.monotonic()
+        return call_next(request)
 
     async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None or spans.chat is None:
             return
+        spans.time_first_chunk(context.state)
         span, spans.chat = spans.chat, None
         attributes = span.attributes
         attributes[FINISH_REASONS] = _finish_reasons(response.finish_reason)
@@ -555,39 +567,6 @@ class TracingExtension(AgentExtension):
         if limit is not None and isinstance(value, str) and len(value) > limit:
             return value[:limit]
         return value
-
-
-class _FirstChunkTimer:
-    """The model stream as it is, except that its first event sets the chat span's
-    time to first chunk."""
-
-    __slots__ = ("_inner", "_span", "_started", "_waiting")
-
-    def __init__(self, inner: AsyncIterator[ModelEvent], span: _Pending) -> None:
-        self._inner = inner
-        self._span = span
-        self._started = time.monotonic()
-        self._waiting = True
-
-    def __aiter__(self) -> _FirstChunkTimer:
-        return self
-
-    def __anext__(self) -> Awaitable[ModelEvent]:
-        if self._waiting:
-            return self._first()
-        return self._inner.__anext__()
-
-    async def _first(self) -> ModelEvent:
-        event = await self._inner.__anext__()
-        self._waiting = False
-        if event.kind != "completed":
-            self._span.attributes[TIME_TO_FIRST_CHUNK] = time.monotonic() - self._started
-        return event
-
-    async def aclose(self) -> None:
-        aclose = getattr(self._inner, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 # One shared tuple per finish reason: a fresh one per chat span would make its attribute

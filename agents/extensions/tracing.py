@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer, TracerProvider
+from opentelemetry.sdk.trace import (
+    Event,
+    ReadableSpan,
+    SpanLimits,
+    Tracer,
+    TracerProvider,
+    sampling,
+)
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -178,6 +185,8 @@ def configure_from_environment() -> trace.TracerProvider:
 # ParentBased sampler has them do.
 
 _UNSET = Status(StatusCode.UNSET)
+_ALWAYS_ON = (sampling.ALWAYS_ON, sampling.DEFAULT_ON)
+_SAMPLED = sampling.SamplingResult(sampling.Decision.RECORD_AND_SAMPLE)  # what they decide
 _NO_EVENTS: tuple[Event, ...] = ()
 
 
@@ -223,9 +232,18 @@ class _Pending:
 class _Export:
     """What every span of one tracer is handed over with, looked up once per tracer."""
 
-    __slots__ = ("instrumentation_info", "new_span_id", "on_end", "resource", "scope")
+    __slots__ = (
+        "always_sampled",
+        "instrumentation_info",
+        "new_span_id",
+        "on_end",
+        "resource",
+        "scope",
+    )
 
     def __init__(self, tracer: Tracer) -> None:
+        # The SDK's default samplers sample every root span alike: no need to ask per run.
+        self.always_sampled = any(tracer.sampler is always for always in _ALWAYS_ON)
         # The provider's multi-processor: processors added later are still reached.
         self.on_end = tracer.span_processor.on_end
         self.new_span_id = tracer.id_generator.generate_span_id
@@ -383,8 +401,10 @@ class TracingExtension(AgentExtension):
         finally:
             _NEXT_TRACE_ID.reset(token)
         name = self._root_name
-        sampled = tracer.sampler.should_sample(
-            _EMPTY, trace_id, name, SpanKind.INTERNAL, attributes
+        sampled = (
+            _SAMPLED
+            if self._export.always_sampled  # type: ignore[union-attr]  # set with the tracer
+            else tracer.sampler.should_sample(_EMPTY, trace_id, name, SpanKind.INTERNAL, attributes)
         )
         decision = sampled.decision
         flags = TraceFlags.SAMPLED if decision.is_sampled() else TraceFlags.DEFAULT

@@ -279,9 +279,10 @@ def _setup_main(argv: list[str]) -> None:
     from django.contrib.auth import get_user_model
 
     from agents.models import AgentProfile, ChatSession, ExtensionSetting
-    from agents.profiles.demo import DEMO_EXTENSIONS
+    from agents.profiles.demo import DEMO_PROFILES
     from agents.providers.registry import DemoSettings
 
+    demo_extensions = DEMO_PROFILES[0].extensions  # the `demo` profile's extension rows
     users = get_user_model()
     user = users.objects.filter(username=USER).first() or users.objects.create_user(
         USER, password=PASSWORD
@@ -305,7 +306,7 @@ def _setup_main(argv: list[str]) -> None:
             provider_settings=provider_settings,
             double_texting="queue",
         )
-        rows = [(key, priority, settings) for key, priority, settings in DEMO_EXTENSIONS]
+        rows = [(key, priority, settings) for key, priority, settings in demo_extensions]
         rows.append((PROBE_KEY, 10_000, {}))
         ExtensionSetting.objects.bulk_create(
             ExtensionSetting(
@@ -328,7 +329,7 @@ def _setup_main(argv: list[str]) -> None:
                 "password": PASSWORD,
                 "provider_settings": provider_settings,
                 "reply_words_supported": "reply_words" in DemoSettings.model_fields,
-                "extensions": [row[0] for row in DEMO_EXTENSIONS] + [PROBE_KEY],
+                "extensions": [row[0] for row in demo_extensions] + [PROBE_KEY],
             }
         )
     )

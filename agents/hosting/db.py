@@ -33,6 +33,7 @@ from ..models import (
 )
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices, pattern_matches, specificity
+from ..session_store import History, session_rows
 from .payloads import message_dict, notice, run_row_of
 from .wire import WORKER_CHANNEL
 
@@ -47,6 +48,29 @@ class Intake:
     session: ChatSession
     extension_rows: ExtensionRows
     input_id: str  # the stored input Message's id (the runtime message reuses it)
+    prices: TokenPrices | None = None  # the model's prices in force at the start; None: unpriced
+    history: History | None = None  # the session's rows for the session store; None: not read
+
+
+def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
+    """What hosting the run needs besides the run itself, read in the hop that made it.
+
+    The history is read only when the profile stores its sessions (the store would read
+    it first thing); the prices are those in force on the day the run started.
+    """
+    rows = _extension_rows(session.profile_id)
+    stores = any(row[0] == "session_store" and row[2] for row in rows)
+    profile = session.profile
+    return Intake(
+        run,
+        session,
+        rows,
+        input_id,
+        prices=price_in_force_now(
+            profile.provider, profile.model_name, run.started_at or run.created_at
+        ),
+        history=(session_rows(session.pk), run.pk) if stores else None,
+    )
 
 
 def _extension_rows(profile_pk: int) -> ExtensionRows:
@@ -87,6 +111,7 @@ def create_run(
 ) -> Intake | str:
     """Create the session's active run and store its input message, in one transaction.
 
+    The one hop of a run's start: the same call reads what hosting it needs (see _intake).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
     is sent before this commits.
@@ -132,7 +157,7 @@ def create_run(
         if Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).exists():
             return "active"
         raise
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -153,7 +178,7 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     assert session is not None  # the run's FK holds it
     input_row = Message.objects.filter(run=run, role=Role.USER).order_by("seq").first()
     input_id = input_row.message_id if input_row else new_uuid7()
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -369,8 +394,7 @@ def save_partial(run_pk: int, text: str) -> None:
     Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
 
 
-@db_hop
-def price_in_force(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
+def price_in_force_now(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
     """The prices of the model on the day ``when`` falls on; None when no price is set.
 
     Among the prices in force, an exact model name wins over a glob, and a longer glob over
@@ -393,3 +417,6 @@ def price_in_force(provider: str, model_name: str, when: datetime | None) -> Tok
         cache_write=best.cache_write_per_million,
         currency=best.currency,
     )
+
+
+price_in_force = db_hop(price_in_force_now)

@@ -320,7 +320,7 @@ class HostedRun:
         if status != RunStatus.COMPLETED and (text or reasoning):
             partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
         finished = projection.finish(status, timezone.now())
-        self.meter.finished(status, self.run.error)
+        self.meter.finished(status, self.run.error, self.run.cost, self.run.cost_currency)
         self._take_deferred()  # the final record writes every field and the trace
         session_store.forget(self.request_id)
         if self._writer is not None:

@@ -22,9 +22,13 @@ What it measures, all in one invocation (every server is a real Daphne subproces
 3. ``--redis``: the streaming measurement on PostgreSQL across TWO dashboard processes on the
    Redis channel layer, half the clients watching a session from the process that does NOT
    host its run, against one process on the in-memory layer on the same database.
+4. ``--tracing``: the dashboard streaming round with tracing off and on (OTLP/HTTP to a local
+   receiver that counts the spans it gets), ``--tracing-rounds`` pairs in alternating order,
+   each on a fresh Daphne: throughput, latency and server CPU, and their ratios.
 
     .venv/bin/python bench/streaming.py [--clients 100] [--redis] [--json PATH] [--quick]
         [--no-streaming] [--no-capacity] [--capacity-steps 250,500] [--capacity-sample 50]
+        [--tracing [--tracing-rounds 2]]
 
 Nothing here runs inside pytest. ``ZETT_BENCH_PROFILE_DIR=dir`` runs every server under
 cProfile (see bench/_harness.py).
@@ -1070,6 +1074,110 @@ def part_redis(procs: harness.Processes, args: argparse.Namespace, workload: Wor
     }
 
 
+# -- part 4: --tracing, the streaming round with tracing off and on ---------------------------
+#
+# The same dashboard streaming round, each time on a fresh Daphne and SQLite file: without the
+# OTEL variables (no tracing extension) and with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a local
+# receiver (bench/_otlp_sink.py), which is what turns tracing on for every profile. Rounds
+# alternate the order (off, on / on, off) so drift of a shared machine falls on both sides.
+
+TRACING_TARGET_RATIO = 0.9
+_OTEL_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def tracing_round(
+    procs: harness.Processes, args: argparse.Namespace, workload: Workload, name: str, sink: Any
+) -> dict[str, Any]:
+    n, warm = args.clients, args.warmup
+    env = procs.base_env(DATABASE_URL=harness.sqlite_url(procs.workdir / f"{name}.sqlite3"))
+    for key in _OTEL_ENDPOINTS:
+        env.pop(key, None)
+    traced = sink is not None
+    if traced:
+        env.update(
+            OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint,
+            OTEL_SERVICE_NAME="zett-bench",
+            OTEL_BSP_SCHEDULE_DELAY="1000",  # export during the round, not only at exit
+        )
+    harness.migrate(env)
+    data = harness.setup_data(env, n + warm, workload.delay, workload.reply_words)
+    server = procs.start_server(name, dashboard_app(env), env)
+    before = sink.counts() if traced else None
+    try:
+        cookie = harness.login(server, data["user"], data["password"])
+        targets = chat_targets(server, cookie, data["sessions"])
+        if warm:
+            asyncio.run(stream_round(targets[:warm], workload, bare=False))
+        cpu_before = process_cpu_seconds(server.process.pid)
+        figures = asyncio.run(stream_round(targets[warm:], workload, bare=False))
+        cpu_after = process_cpu_seconds(server.process.pid)
+    finally:
+        procs.stop_server(server)  # its tracer provider flushes what is still queued at exit
+    if cpu_before is not None and cpu_after is not None:
+        figures["server_cpu_s"] = round(cpu_after - cpu_before, 3)
+    if traced:
+        after = sink.counts()
+        exported = {key: after[key] - before[key] for key in after}
+        figures["exported"] = exported
+        figures["spans_per_answer"] = round(exported["spans"] / (n + warm), 2)
+    return figures
+
+
+def part_tracing(procs: harness.Processes, args: argparse.Namespace, workload: Workload) -> dict:
+    from bench._otlp_sink import OtlpSink
+
+    rounds: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    with OtlpSink() as sink:
+        for number in range(args.tracing_rounds):
+            order = ("off", "on") if number % 2 == 0 else ("on", "off")
+            for mode in order:
+                figures = tracing_round(
+                    procs,
+                    args,
+                    workload,
+                    f"tracing-{mode}-{number + 1}",
+                    sink if mode == "on" else None,
+                )
+                rounds[mode].append(figures)
+                print(stream_line(f"tracing {mode} (round {number + 1})", figures), flush=True)
+
+    def best(mode: str, key: str) -> float:
+        return max(r[key] for r in rounds[mode])
+
+    def median_of(mode: str, pick: Any) -> float | None:
+        values = sorted(v for v in (pick(r) for r in rounds[mode]) if v is not None)
+        return values[len(values) // 2] if values else None
+
+    off_rate, on_rate = best("off", "tokens_per_s"), best("on", "tokens_per_s")
+    ratio = on_rate / off_rate if off_rate else 0.0
+    cpu_off = median_of("off", lambda r: r.get("server_cpu_s"))
+    cpu_on = median_of("on", lambda r: r.get("server_cpu_s"))
+    p99_off = median_of("off", lambda r: r["latency_ms"]["p99"])
+    p99_on = median_of("on", lambda r: r["latency_ms"]["p99"])
+    exported = min(r["exported"]["spans"] for r in rounds["on"]) if rounds["on"] else 0
+    intact = all(
+        r[key] == 0 and r["error_count"] == 0
+        for mode in rounds
+        for r in rounds[mode]
+        for key in ("lost", "reordered", "duplicated", "unexpected", "final_mismatch")
+    )
+    return {
+        "clients": args.clients,
+        "rounds": args.tracing_rounds,
+        "off": rounds["off"],
+        "on": rounds["on"],
+        "throughput_ratio_on_over_off": round(ratio, 3),
+        "server_cpu_ratio_on_over_off": round(cpu_on / cpu_off, 3) if cpu_off and cpu_on else None,
+        "p99_ms_off": p99_off,
+        "p99_ms_on": p99_on,
+        "targets": {
+            f"throughput on >= {TRACING_TARGET_RATIO}x off": ratio >= TRACING_TARGET_RATIO,
+            "spans exported in every traced round": exported > 0,
+            "zero lost or reordered (tracing)": intact,
+        },
+    }
+
+
 # -- output ----------------------------------------------------------------------------------
 
 
@@ -1113,6 +1221,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ),
     )
     parser.add_argument("--redis-db", type=int, default=9)
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also: the dashboard streaming round with tracing off and on (OTLP to a local sink)",
+    )
+    parser.add_argument(
+        "--tracing-rounds", type=int, default=2, help="off/on pairs for --tracing (2)"
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure to PATH")
     parser.add_argument("--quick", action="store_true", help="N=10, short answers, 2 steps")
     parser.add_argument(
@@ -1209,6 +1325,20 @@ def main(argv: list[str]) -> int:
             )
             print(verdicts(redis_figures["targets"]), flush=True)
             failed |= not all(redis_figures["targets"].values())
+        if args.tracing:
+            print(
+                f"\n[4] --tracing: 1 Daphne, SQLite, tracing off vs on (OTLP/HTTP to a local "
+                f"receiver), {args.tracing_rounds} rounds, alternating order"
+            )
+            tracing = part_tracing(procs, args, workload)
+            results["tracing"] = tracing
+            print(
+                f"  ratios on/off: throughput {tracing['throughput_ratio_on_over_off']}, "
+                f"server CPU {tracing['server_cpu_ratio_on_over_off']}; p99 off/on "
+                f"{tracing['p99_ms_off']}/{tracing['p99_ms_on']} ms"
+            )
+            print(verdicts(tracing["targets"]), flush=True)
+            failed |= not all(tracing["targets"].values())
     except KeyboardInterrupt:
         print("bench: interrupted; stopping every process", file=sys.stderr)
         results["interrupted"] = True

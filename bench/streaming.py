@@ -260,8 +260,8 @@ class ChatClient:
                     continue
                 if primary:
                     answer.on_frame(frame, now)
-                elif 'data-reply="rejected"' in frame or 'data-testid="frame-error"' in frame:
-                    answer.on_frame(frame, now)
+                elif 'data-reply="' in frame or 'data-testid="frame-error"' in frame:
+                    answer.on_frame(frame, now)  # the reply comes on the socket that sent
         except ConnectionClosed as exc:
             self.closed = f"closed {exc.rcvd.code if exc.rcvd else '?'}"
         finally:

@@ -18,6 +18,7 @@ import contextvars
 import json
 import logging
 import random
+import re
 import threading
 import time
 import traceback
@@ -135,6 +136,23 @@ def trace_id_of(request_id: str) -> int | None:
     except ValueError:
         return None
     return value or None
+
+
+_HEX32 = re.compile(r"(?:0x)?([0-9a-f]{32})")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def request_id_of_trace(text: str) -> str | None:
+    """The request id a trace id names (32 hex digits, 0x-prefixed, or a W3C traceparent).
+
+    The inverse of ``trace_id_of``: what a backend shows leads back to the run. None when
+    ``text`` is no trace id.
+    """
+    text = text.strip().lower()
+    match = _HEX32.fullmatch(text) or _TRACEPARENT.fullmatch(text)
+    if match is None or not int(match.group(1), 16):
+        return None
+    return str(uuid.UUID(hex=match.group(1)))
 
 
 def build_tracer_provider(*processors: SpanProcessor, resource: Any = None) -> TracerProvider:
@@ -632,5 +650,6 @@ __all__ = [
     "TracingSettings",
     "build_tracer_provider",
     "configure_from_environment",
+    "request_id_of_trace",
     "trace_id_of",
 ]

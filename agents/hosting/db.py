@@ -35,6 +35,7 @@ from ..models import (
 )
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
+from ..session_store import History, session_rows
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
 from .wire import WORKER_CHANNEL
 
@@ -49,6 +50,29 @@ class Intake:
     session: ChatSession
     extension_rows: ExtensionRows
     input_id: str  # the stored input Message's id (the runtime message reuses it)
+    prices: TokenPrices | None = None  # the model's prices in force at the start; None: unpriced
+    history: History | None = None  # the session's rows for the session store; None: not read
+
+
+def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
+    """What hosting the run needs besides the run itself, read in the hop that made it.
+
+    The history is read only when the profile stores its sessions (the store would read
+    it first thing); the prices are those in force on the day the run started.
+    """
+    rows = _extension_rows(session.profile_id)
+    stores = any(row[0] == "session_store" and row[2] for row in rows)
+    profile = session.profile
+    return Intake(
+        run,
+        session,
+        rows,
+        input_id,
+        prices=price_in_force_now(
+            profile.provider, profile.model_name, run.started_at or run.created_at
+        ),
+        history=(session_rows(session.pk), run.pk) if stores else None,
+    )
 
 
 def _extension_rows(profile_pk: int) -> ExtensionRows:
@@ -96,6 +120,7 @@ def create_run(
     """Create the session's active run and store its input message, in one transaction.
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
+    The one hop of a run's start: the same call reads what hosting it needs (see _intake).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
     is sent before this commits.
@@ -143,7 +168,7 @@ def create_run(
         if Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).exists():
             return "active"
         raise
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -166,7 +191,7 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     input_id = input_row.message_id if input_row else ""
     if not input_id and run.kind == RunKind.ANSWER:
         input_id = new_uuid7()
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -399,12 +424,6 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 def save_partial(run_pk: int, text: str) -> None:
     """Checkpoint a run's streaming answer (only while the run is active)."""
     Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
-
-
-@db_hop
-def price_in_force(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
-    """The prices of the model on the day ``when`` falls on (see agents.budgets)."""
-    return price_in_force_now(provider, model_name, when)
 
 
 @db_hop

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from ..budgets import price_in_force_now, start_refusal_now
+from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_now
 from ..db_retry import db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..models import (
@@ -54,6 +54,13 @@ class Intake:
     history: History | None = None  # the session's rows for the session store; None: not read
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A run that may not start: ``reason`` says which cap is used up and when it resets."""
+
+    reason: str
+
+
 def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
     """What hosting the run needs besides the run itself, read in the hop that made it.
 
@@ -61,6 +68,10 @@ def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
     it first thing); the prices are those in force on the day the run started.
     """
     rows = _extension_rows(session.profile_id)
+    if not any(row[0] == BUDGET_KEY for row in rows) and budget_applies_now(
+        session.profile, run.started_by_id or session.owner_id
+    ):
+        rows = (*rows, (BUDGET_KEY, "", True, 100, {}))  # a budget applies: enforce it mid-run
     stores = any(row[0] == "session_store" and row[2] for row in rows)
     profile = session.profile
     return Intake(
@@ -116,20 +127,23 @@ def create_run(
     by: str,
     title: str | None,
     kind: str = RunKind.ANSWER,
-) -> Intake | str:
+) -> Intake | Refused | str:
     """Create the session's active run and store its input message, in one transaction.
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
     The one hop of a run's start: the same call reads what hosting it needs (see _intake).
     Returns the Intake, or a reason string: "active" when another run is active (the
-    one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
-    is sent before this commits.
+    one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
+    used up. Nothing a page shows as stored is sent before this commits.
     """
     session = _session(session_id)
     if session is None:
         return "missing"
     if not session.profile.is_active:
         return "disabled"
+    refusal = start_refusal_now(session_id, user_id)
+    if refusal is not None:
+        return Refused(refusal)
     now = timezone.now()
     input_id = new_uuid7() if kind == RunKind.ANSWER else ""
     try:
@@ -424,9 +438,3 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 def save_partial(run_pk: int, text: str) -> None:
     """Checkpoint a run's streaming answer (only while the run is active)."""
     Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
-
-
-@db_hop
-def start_refusal(session_id: str, user_id: int | None) -> str | None:
-    """Why a run cannot start now because a cost cap is used up, or None."""
-    return start_refusal_now(session_id, user_id)

@@ -19,7 +19,7 @@ import pydantic
 from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
-from ..budgets import DatabaseLedger
+from ..budgets import BUDGET_KEY, DatabaseLedger
 from ..extensions.approval import ToolApprovalExtension
 from ..extensions.ask_user import AskUserExtension
 from ..extensions.budget import BudgetExtension, BudgetSettings
@@ -158,7 +158,7 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         settings_model=SummaryCompactionSettings,
     ),
     ExtensionSpec(
-        key="budget",
+        key=BUDGET_KEY,
         label="Budgets",
         description="Stops a run when its next model call cannot fit a budget (the profile's "
         "tokens and cost per run, its daily cost cap, the user's daily and monthly caps), "

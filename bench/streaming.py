@@ -538,7 +538,7 @@ CANCEL_TIMEOUT = 20.0
 RUN_MARGIN_S = 30.0  # answers outlast ramp + settle + window by at least this much
 
 _MONITOR_ROW = re.compile(
-    r'<tr id="run-[^"]*" data-testid="monitor-row" data-request-id="([^"]+)" '
+    r'<tr id="run-[^"]*" data-testid="monitor-row" data-request-id="([^"]+)"[^>]*? '
     r'data-status="([^"]+)"[^>]*>(.*?)</tr>',
     re.S,
 )

@@ -247,8 +247,20 @@ def create_runs_now(requests: list[StartRequest]) -> list[Started | Exception]:
     What the starts share (sessions, caps, extension rows, prices) is read once. A start
     that fails (another run of its session is active: "active"; or any error) is rolled
     back to its savepoint and gets its own result or exception; the others commit. A
-    connection error fails the whole batch (nothing committed), which the hop retries.
+    connection error fails the whole batch (nothing committed), which the hop retries; any
+    other failure of the whole (a constraint checked at commit) sends each start on alone.
     """
+    try:
+        return _create_together(requests)
+    except RETRYABLE:
+        raise
+    except Exception as exc:
+        if len(requests) == 1:
+            return [exc]
+        return [result for request in requests for result in create_runs_now([request])]
+
+
+def _create_together(requests: list[StartRequest]) -> list[Started | Exception]:
     results: list[Started | Exception] = []
     with transaction.atomic():
         batch = _BatchReads([r.session_id for r in requests])

@@ -36,9 +36,9 @@ from ..models import (
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
 from ..session_store import History, session_rows
+from .group_commit import GroupCommit
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
 from .per_loop import PerLoop
-from .start_batch import StartBatcher
 from .wire import WORKER_CHANNEL
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -275,7 +275,7 @@ def _create_together(requests: list[StartRequest]) -> list[Started | Exception]:
 
 
 create_runs = db_hop(create_runs_now)
-_starts: PerLoop[StartBatcher[StartRequest, Started]] = PerLoop()
+_starts: PerLoop[GroupCommit[StartRequest, Started]] = PerLoop()
 
 
 async def create_run(
@@ -291,13 +291,13 @@ async def create_run(
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
     The one hop of a run's start, shared with the other starts waiting at that moment
-    (agents.hosting.start_batch): the same hop reads what hosting it needs (see _intake).
+    (agents.hosting.group_commit): the same hop reads what hosting it needs (see _intake).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
     used up. Nothing a page shows as stored is sent before this commits.
     """
     request = StartRequest(session_id, user_id, text, host, by, title, kind)
-    return await _starts.get(lambda: StartBatcher(create_runs)).submit(request)
+    return await _starts.get(lambda: GroupCommit(create_runs)).submit(request)
 
 
 @db_hop
@@ -549,7 +549,21 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
     )
 
 
-@db_hop
-def save_partial(run_pk: int, text: str) -> None:
-    """Checkpoint a run's streaming answer (only while the run is active)."""
-    Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+def save_partials_now(partials: list[tuple[int, str]]) -> list[None | Exception]:
+    """Checkpoint streaming answers (run pk, text so far) of many runs in one transaction.
+
+    Only while each run is active: a finished run's final record is never overwritten.
+    """
+    with transaction.atomic():
+        for run_pk, text in partials:
+            Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+    return [None] * len(partials)
+
+
+_save_partials = db_hop(save_partials_now)
+_partials: PerLoop[GroupCommit[tuple[int, str], None]] = PerLoop()
+
+
+async def save_partial(run_pk: int, text: str) -> None:
+    """Checkpoint a run's streaming answer, in one hop with the others waiting then."""
+    await _partials.get(lambda: GroupCommit(_save_partials)).submit((run_pk, text))

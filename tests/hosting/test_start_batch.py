@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 
 from agents.hosting import db
-from agents.hosting.start_batch import StartBatcher
+from agents.hosting.group_commit import GroupCommit
 from agents.models import Message, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -111,7 +111,7 @@ async def test_the_batcher_hands_each_caller_its_own_result_or_error() -> None:
             await release.wait()
         return [ValueError(n) if n % 3 == 0 else n * 10 for n in requests]
 
-    batcher: StartBatcher[int, int] = StartBatcher(write_all)
+    batcher: GroupCommit[int, int] = GroupCommit(write_all)
     first = asyncio.ensure_future(batcher.submit(1))
     await asyncio.sleep(0)
     rest = [asyncio.ensure_future(batcher.submit(n)) for n in range(2, 8)]
@@ -136,7 +136,7 @@ async def test_a_failed_batch_fails_only_its_own_callers() -> None:
             raise RuntimeError("database away")
         return list(requests)
 
-    batcher: StartBatcher[int, int] = StartBatcher(write_all)
+    batcher: GroupCommit[int, int] = GroupCommit(write_all)
     first = asyncio.ensure_future(batcher.submit(1))
     await asyncio.sleep(0)
     second = asyncio.ensure_future(batcher.submit(2))
@@ -144,3 +144,20 @@ async def test_a_failed_batch_fails_only_its_own_callers() -> None:
     with pytest.raises(RuntimeError, match="database away"):
         await first
     assert await second == 2
+
+
+async def test_streaming_checkpoints_waiting_together_share_one_hop(
+    user: Any, make_profile: Any, make_session: Any, hops: list[str]
+) -> None:
+    profile = await make_profile()
+    sessions = [await make_session(user, profile) for _ in range(3)]
+    runs = [(await _start(s, user)).run for s in sessions]
+    await Run.objects.filter(pk=runs[2].pk).aupdate(status=RunStatus.COMPLETED, partial_text="")
+    hops.clear()
+
+    await asyncio.gather(*(db.save_partial(run.pk, f"so far {i}") for i, run in enumerate(runs)))
+
+    assert hops == ["save_partials_now"]
+    stored = {r.pk: r.partial_text async for r in Run.objects.all()}
+    # An ended run keeps its final record: the checkpoint only writes active runs.
+    assert stored == {runs[0].pk: "so far 0", runs[1].pk: "so far 1", runs[2].pk: ""}

@@ -1,10 +1,11 @@
-"""Group commit for run starts: the starts waiting at one moment share one database hop.
+"""Group commit: the writes of one kind waiting at one moment share one database hop.
 
 Every ORM call of the process runs on one thread, so a burst of 200 run starts used to be
 200 hops, each paying its own queries, transaction and thread handoff while the others
-queued behind it. A ``StartBatcher`` writes the first start at once; the starts that arrive
-while that hop runs wait for it and then go together in the next hop, and so on. No start
-waits for a timer, and a start alone is still one hop.
+queued behind it. A ``GroupCommit`` writes the first request at once; the requests that
+arrive while that hop runs wait for it and then go together in the next hop, and so on.
+No request waits for a timer, and a request alone is still one hop. Run starts and the
+streaming answers' checkpoints use it (agents.hosting.db).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import Generic, TypeVar
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 
-#: The most starts one hop takes (the rest go in the next): keeps a transaction short.
+#: The most requests one hop takes (the rest go in the next): keeps a transaction short.
 MAX_BATCH = 256
 
 
-class StartBatcher(Generic[Request, Result]):
+class GroupCommit(Generic[Request, Result]):
     """Hands waiting requests to ``write_all`` together; each caller gets its own result.
 
     ``write_all`` takes a list of requests and returns one entry per request, in order: a

@@ -323,23 +323,49 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     return _intake(run, session, input_id)
 
 
-@db_hop
-def checkpoint(
+Checkpoint = tuple[Run, list[RunEvent], "set[str] | tuple[str, ...]", "str | None"]
+
+
+def _write_checkpoint(
     run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
 ) -> None:
-    """Write the run's changed fields, its unwritten trace and the session's status at once."""
+    if session is not None:
+        ChatSession.objects.filter(pk=run.session_id).update(
+            status=session, updated_at=timezone.now()
+        )
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in set(fields)})
+    if trace:
+        RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
+
+
+def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
+    """Write many runs' checkpoints in one transaction; each trace is cleared once committed.
+
+    If the transaction fails, nothing of it is written and every caller gets the error (each
+    keeps its trace for the next write, see HostedRun._write).
+    """
     with transaction.atomic():
-        if session is not None:
-            ChatSession.objects.filter(pk=run.session_id).update(
-                status=session, updated_at=timezone.now()
-            )
-        if fields:
-            Run.objects.filter(pk=run.pk).update(
-                **{name: getattr(run, name) for name in set(fields)}
-            )
-        if trace:
-            RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
-    trace.clear()
+        for run, trace, fields, session in checkpoints:
+            _write_checkpoint(run, trace, fields, session)
+    for _, trace, _, _ in checkpoints:
+        trace.clear()
+    return [None] * len(checkpoints)
+
+
+_checkpoints_hop = db_hop(checkpoints_now)
+_checkpoints: PerLoop[GroupCommit[Checkpoint, None]] = PerLoop()
+
+
+async def checkpoint(
+    run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
+) -> None:
+    """Write the run's changed fields, its unwritten trace and the session's status at once.
+
+    In one hop and one transaction with the other runs' checkpoints waiting at that moment.
+    """
+    item: Checkpoint = (run, trace, fields, session)
+    await _checkpoints.get(lambda: GroupCommit(_checkpoints_hop)).submit(item)
 
 
 def _store_partial(

@@ -17,7 +17,7 @@ from asgiref.sync import SyncToAsync
 
 from agents.hosting import db
 from agents.hosting.group_commit import GroupCommit
-from agents.models import Message, Run, RunStatus
+from agents.models import ChatSession, Message, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,3 +161,26 @@ async def test_streaming_checkpoints_waiting_together_share_one_hop(
     stored = {r.pk: r.partial_text async for r in Run.objects.all()}
     # An ended run keeps its final record: the checkpoint only writes active runs.
     assert stored == {runs[0].pk: "so far 0", runs[1].pk: "so far 1", runs[2].pk: ""}
+
+
+async def test_run_checkpoints_waiting_together_share_one_hop(
+    user: Any, make_profile: Any, make_session: Any, hops: list[str]
+) -> None:
+    profile = await make_profile()
+    sessions = [await make_session(user, profile) for _ in range(3)]
+    runs = [(await _start(s, user)).run for s in sessions]
+    for i, run in enumerate(runs):
+        run.phase = f"phase {i}"
+    traces: list[list[Any]] = [[], [], []]
+    hops.clear()
+
+    await asyncio.gather(
+        *(db.checkpoint(run, traces[i], {"phase"}, "waiting") for i, run in enumerate(runs))
+    )
+
+    assert hops == ["checkpoints_now"]
+    assert {r.pk: r.phase async for r in Run.objects.all()} == {
+        run.pk: f"phase {i}" for i, run in enumerate(runs)
+    }
+    statuses = [s.status async for s in ChatSession.objects.filter(pk__in=[s.pk for s in sessions])]
+    assert statuses == ["waiting"] * 3

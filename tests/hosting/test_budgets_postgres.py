@@ -61,10 +61,10 @@ import json, os, sys, time
 from decimal import Decimal
 import django
 django.setup()
-from django.db import connection
 from agents.budgets import reserve_now, settle_now, price_in_force_now
 
-request_id, calls, amount, barrier = sys.argv[1], int(sys.argv[2]), Decimal(sys.argv[3]), sys.argv[4]
+request_id, calls, barrier = sys.argv[1], int(sys.argv[2]), sys.argv[4]
+amount = Decimal(sys.argv[3])
 # Warm up (connection, imports, caches) before the barrier, so the loops start together.
 price_in_force_now("demo", "demo", None)
 open(f"{barrier}.ready.{os.getpid()}", "w").close()

@@ -1,10 +1,10 @@
 """Budget reservations on PostgreSQL: separate processes racing for one user's daily cap.
 
-Each test gets a freshly migrated database of its own. A setup process creates the user, her
-cap, a price and one run per worker; then worker processes (each its own connection) start
-together on a file barrier and reserve, call after call, for their own run of that user,
-settling each call at what it reserved. The database must end within the cap: the ledger's
-row locks make each reservation see the others' committed ones.
+Each test gets a freshly migrated database of its own. A setup process creates users, their
+daily caps, a price and one run per worker for each user; then worker processes (each its own
+connection) race a round per user: they start together on a file barrier and reserve, call
+after call, for their own run of that user, settling each call at what it reserved. Each user
+must end within her cap: the ledger's row locks make each reservation see the others'.
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-CAP = Decimal("0.500000")
+CAP = Decimal("0.200000")
 CALL = Decimal("0.010000")  # what each call reserves (and needs at least)
 WORKERS = 4
-CALLS_PER_WORKER = 40  # 160 attempts for the 50 calls the cap holds
+CALLS_PER_WORKER = 10  # 40 attempts a round for the 20 calls a cap holds
+ROUNDS = 5  # one user a round: each is a fresh race at a cap
 
 SETUP = r"""
 import datetime, json, sys
@@ -36,23 +37,25 @@ django.setup()
 from django.contrib.auth import get_user_model
 from agents.models import AgentProfile, ChatSession, ModelPrice, Run, UserBudget
 
-cap, workers = Decimal(sys.argv[1]), int(sys.argv[2])
-user = get_user_model().objects.create(username="alice")
-UserBudget.objects.create(user=user, daily_cost_cap=cap)
+cap, users, workers = Decimal(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
 profile = AgentProfile.objects.create(name="Budgeted", slug="budgeted", provider="demo")
 ModelPrice.objects.create(
     provider="demo", model_pattern="demo", input_per_million=Decimal("1"),
     output_per_million=Decimal("1000"),
     valid_from=datetime.date.today() - datetime.timedelta(days=1),
 )
-runs = []
-for number in range(workers):
-    session = ChatSession.objects.create(owner=user, profile=profile)
-    run = Run.objects.create(
-        session=session, profile=profile, started_by=user, input_text=f"run {number}",
-        status="running",
-    )
-    runs.append(run.request_id)
+runs = {}
+for name in users:
+    user = get_user_model().objects.create(username=name)
+    UserBudget.objects.create(user=user, daily_cost_cap=cap)
+    runs[name] = []
+    for number in range(workers):
+        session = ChatSession.objects.create(owner=user, profile=profile)
+        run = Run.objects.create(
+            session=session, profile=profile, started_by=user, input_text=f"run {number}",
+            status="running",
+        )
+        runs[name].append(run.request_id)
 print(json.dumps({"runs": runs}))
 """
 
@@ -63,27 +66,33 @@ import django
 django.setup()
 from agents.budgets import reserve_now, settle_now, price_in_force_now
 
-request_id, calls, barrier = sys.argv[1], int(sys.argv[2]), sys.argv[4]
-amount = Decimal(sys.argv[3])
-# Warm up (connection, imports, caches) before the barrier, so the loops start together.
+request_ids, calls, amount = json.loads(sys.argv[1]), int(sys.argv[2]), Decimal(sys.argv[3])
+barrier, workers = sys.argv[4], int(sys.argv[5])
+# Warm up (connection, imports, caches) before the first barrier.
 price_in_force_now("demo", "demo", None)
-open(f"{barrier}.ready.{os.getpid()}", "w").close()
-while not os.path.exists(f"{barrier}.go"):
-    time.sleep(0.0005)
-started = time.time()
-granted, refused = [], []
-for number in range(calls):
-    call_id = f"call-{number}"
-    grant = reserve_now(request_id, call_id, amount, amount)
-    if grant.refusal is not None:
-        r = grant.refusal
-        refused.append({"budget": r.budget, "limit": str(r.limit), "used": str(r.used),
-                        "needed": str(r.needed), "text": str(r)})
-        continue
-    settle_now(request_id, call_id, grant.amount)  # the call cost what it reserved
-    granted.append(str(grant.amount))
-print(json.dumps({"granted": granted, "refused": refused, "started": started,
-                  "ended": time.time()}))
+rounds = []
+for index, request_id in enumerate(request_ids):
+    # A barrier a round: the workers wait until all of them have arrived, then go at once.
+    gate = os.path.join(barrier, str(index))
+    os.makedirs(gate, exist_ok=True)
+    open(os.path.join(gate, str(os.getpid())), "w").close()
+    while len(os.listdir(gate)) < workers:
+        time.sleep(0.0005)
+    started = time.time()
+    granted, refused = [], []
+    for number in range(calls):
+        call_id = f"call-{number}"
+        grant = reserve_now(request_id, call_id, amount, amount)
+        if grant.refusal is not None:
+            r = grant.refusal
+            refused.append({"budget": r.budget, "limit": str(r.limit), "used": str(r.used),
+                            "needed": str(r.needed), "text": str(r)})
+            continue
+        settle_now(request_id, call_id, grant.amount)  # the call cost what it reserved
+        granted.append(str(grant.amount))
+    rounds.append({"granted": granted, "refused": refused, "started": started,
+                   "ended": time.time()})
+print(json.dumps(rounds))
 """
 
 ROOM = r"""
@@ -153,52 +162,56 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-def _last_json(output: str) -> dict:
+def _last_json(output: str) -> Any:
     return json.loads(output.strip().splitlines()[-1])
 
 
-def _setup(env: dict[str, str], cap: Decimal, runs: int) -> list[str]:
-    setup = _run(["-c", SETUP, str(cap), str(runs)], env)
+def _setup(env: dict[str, str], cap: Decimal, users: list[str], runs: int) -> dict[str, list]:
+    setup = _run(["-c", SETUP, str(cap), ",".join(users), str(runs)], env)
     assert setup.returncode == 0, setup.stderr
     return _last_json(setup.stdout)["runs"]
 
 
-def _charges(env: dict[str, str]) -> list[tuple[str, Decimal, bool]]:
-    """(request id, amount, settled) of every charge, in the order they were created."""
+def _charges(env: dict[str, str]) -> list[tuple[str, str, Decimal, bool]]:
+    """(user, request id, amount, settled) of every charge, in the order they were created."""
     import psycopg
 
     with psycopg.connect(env["DATABASE_URL"], connect_timeout=5) as connection:
         rows = connection.execute(
-            "SELECT r.request_id, c.amount, c.settled FROM agents_budgetcharge c"
-            " JOIN agents_run r ON r.id = c.run_id ORDER BY c.created_at, c.id"
+            "SELECT u.username, r.request_id, c.amount, c.settled FROM agents_budgetcharge c"
+            " JOIN agents_run r ON r.id = c.run_id JOIN auth_user u ON u.id = c.user_id"
+            " ORDER BY c.created_at, c.id"
         ).fetchall()
-    return [(request_id, amount, settled) for request_id, amount, settled in rows]
+    return [tuple(row) for row in rows]
 
 
 def test_concurrent_processes_of_one_user_stay_within_her_daily_cap(
     database: dict[str, str], tmp_path: Path
 ) -> None:
-    runs = _setup(database, CAP, WORKERS)
-    barrier = str(tmp_path / "barrier")
+    users = [f"user{number}" for number in range(ROUNDS)]
+    runs = _setup(database, CAP, users, WORKERS)
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, run, str(CALLS_PER_WORKER), str(CALL), barrier],
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                json.dumps([runs[name][worker] for name in users]),
+                str(CALLS_PER_WORKER),
+                str(CALL),
+                str(tmp_path),
+                str(WORKERS),
+            ],
             cwd=REPO_ROOT,
             env=database,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for run in runs
+        for worker in range(WORKERS)
     ]
     try:
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.glob("barrier.ready.*"))) < WORKERS:
-            assert all(worker.poll() is None for worker in workers), "a worker died early"
-            assert time.monotonic() < deadline, "workers never got ready"
-            time.sleep(0.01)
-        (tmp_path / "barrier.go").touch()
-        outputs = [worker.communicate(timeout=120) for worker in workers]
+        outputs = [worker.communicate(timeout=180) for worker in workers]
     finally:
         for worker in workers:
             if worker.poll() is None:
@@ -206,37 +219,40 @@ def test_concurrent_processes_of_one_user_stay_within_her_daily_cap(
     for worker, (_, stderr) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, stderr
     results = [_last_json(stdout) for stdout, _ in outputs]
+    all_charges = _charges(database)
 
-    charges = _charges(database)
-    total = sum((amount for _, amount, _ in charges), Decimal(0))
-    granted = sum((Decimal(a) for result in results for a in result["granted"]), Decimal(0))
-    refusals = [refusal for result in results for refusal in result["refused"]]
+    for index, name in enumerate(users):
+        rounds = [result[index] for result in results]
+        charges = [charge for charge in all_charges if charge[0] == name]
+        total = sum((amount for _, _, amount, _ in charges), Decimal(0))
+        granted = sum((Decimal(a) for r in rounds for a in r["granted"]), Decimal(0))
+        refusals = [refusal for r in rounds for refusal in r["refused"]]
 
-    # They raced: the loops overlapped in time and their charges interleave.
-    assert max(r["started"] for r in results) < min(r["ended"] for r in results)
-    switches = sum(1 for a, b in zip(charges, charges[1:], strict=False) if a[0] != b[0])
-    assert switches >= WORKERS, charges
-    # What the workers were granted is what the database holds, all of it settled.
-    assert total == granted and all(settled for _, _, settled in charges)
-    assert len(charges) == sum(len(result["granted"]) for result in results)
-    # The issue's bound: together at most one call's reservation over the cap ...
-    assert total <= CAP + CALL, f"{total} reserved against a cap of {CAP}"
-    # ... and since no call cost more than it reserved, not over the cap at all; yet the
-    # cap was used up: the last call's worth is all that can be left.
-    assert CAP - CALL < total <= CAP, f"{total} reserved against a cap of {CAP}"
-    # The rest were refused, each naming the cap, its size and a call's need.
-    assert len(refusals) == WORKERS * CALLS_PER_WORKER - len(charges) > 0
-    for refusal in refusals:
-        assert refusal["budget"] == "alice's daily cost cap", refusal
-        assert Decimal(refusal["limit"]) == CAP and Decimal(refusal["needed"]) == CALL
-        assert Decimal(refusal["used"]) > CAP - CALL
-        assert "alice's daily cost cap (0.5 USD)" in refusal["text"], refusal
+        # They raced: the loops overlapped in time and their charges interleave.
+        assert max(r["started"] for r in rounds) < min(r["ended"] for r in rounds)
+        switches = sum(1 for a, b in zip(charges, charges[1:], strict=False) if a[1] != b[1])
+        assert switches >= WORKERS - 1, charges
+        # What the workers were granted is what the database holds, all of it settled.
+        assert total == granted and all(settled for *_, settled in charges)
+        assert len(charges) == sum(len(r["granted"]) for r in rounds)
+        # The issue's bound: together at most one call's reservation over the cap ...
+        assert total <= CAP + CALL, f"{name}: {total} reserved against a cap of {CAP}"
+        # ... and since no call cost more than it reserved, not over the cap at all; yet the
+        # cap was used up: less than a call's worth is left.
+        assert CAP - CALL < total <= CAP, f"{name}: {total} reserved against a cap of {CAP}"
+        # The rest were refused, each naming the cap, its size and a call's need.
+        assert len(refusals) == WORKERS * CALLS_PER_WORKER - len(charges) > 0
+        for refusal in refusals:
+            assert refusal["budget"] == f"{name}'s daily cost cap", refusal
+            assert Decimal(refusal["limit"]) == CAP and Decimal(refusal["needed"]) == CALL
+            assert Decimal(refusal["used"]) > CAP - CALL
+            assert f"{name}'s daily cost cap (0.2 USD)" in refusal["text"], refusal
 
 
 def test_a_call_settled_below_its_reservation_frees_room_for_a_later_one(
     database: dict[str, str],
 ) -> None:
-    (run,) = _setup(database, Decimal("0.10"), 1)
+    (run,) = _setup(database, Decimal("0.10"), ["alice"], 1)["alice"]
     room = _run(["-c", ROOM, run], database)
     assert room.returncode == 0, room.stderr
     result = _last_json(room.stdout)

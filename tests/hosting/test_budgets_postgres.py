@@ -1,10 +1,11 @@
-"""Budget reservations on PostgreSQL: separate processes racing for one user's daily cap.
+"""Budget reservations on PostgreSQL: separate processes racing for one shared daily cap.
 
-Each test gets a freshly migrated database of its own. A setup process creates users, their
-daily caps, a price and one run per worker for each user; then worker processes (each its own
-connection) race a round per user: they start together on a file barrier and reserve, call
-after call, for their own run of that user, settling each call at what it reserved. Each user
-must end within her cap: the ledger's row locks make each reservation see the others'.
+Each test gets a freshly migrated database of its own. A setup process creates the caps (a
+user's, or a profile's that different users share), a price and one run per worker for each
+cap; then worker processes (each its own connection) race a round per cap: they start
+together on a file barrier and reserve, call after call, for their own run, settling each call
+at what it reserved. Each cap must hold: the ledger's row locks (the user's, the profile's)
+make each reservation see the others'.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ CAP = Decimal("0.200000")
 CALL = Decimal("0.010000")  # what each call reserves (and needs at least)
 WORKERS = 4
 CALLS_PER_WORKER = 10  # 40 attempts a round for the 20 calls a cap holds
-ROUNDS = 5  # one user a round: each is a fresh race at a cap
+ROUNDS = 5  # one cap (a user's or a profile's) a round: each a fresh race
 
 SETUP = r"""
 import datetime, json, sys
@@ -37,19 +38,29 @@ django.setup()
 from django.contrib.auth import get_user_model
 from agents.models import AgentProfile, ChatSession, ModelPrice, Run, UserBudget
 
-cap, users, workers = Decimal(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
-profile = AgentProfile.objects.create(name="Budgeted", slug="budgeted", provider="demo")
+cap, names, workers = Decimal(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
+scope = sys.argv[4]  # "user": each name a user with a cap; "profile": a profile with a cap
+shared = AgentProfile.objects.create(name="Budgeted", slug="budgeted", provider="demo")
 ModelPrice.objects.create(
     provider="demo", model_pattern="demo", input_per_million=Decimal("1"),
     output_per_million=Decimal("1000"),
     valid_from=datetime.date.today() - datetime.timedelta(days=1),
 )
 runs = {}
-for name in users:
-    user = get_user_model().objects.create(username=name)
-    UserBudget.objects.create(user=user, daily_cost_cap=cap)
+for name in names:
+    if scope == "user":
+        owner = get_user_model().objects.create(username=name)
+        UserBudget.objects.create(user=owner, daily_cost_cap=cap)
+        profile = shared
+    else:  # a user of its own for each worker, all on this profile
+        profile = AgentProfile.objects.create(
+            name=name, slug=name, provider="demo", daily_cost_cap=cap
+        )
     runs[name] = []
     for number in range(workers):
+        user = owner if scope == "user" else get_user_model().objects.create(
+            username=f"{name}-{number}"
+        )
         session = ChatSession.objects.create(owner=user, profile=profile)
         run = Run.objects.create(
             session=session, profile=profile, started_by=user, input_text=f"run {number}",
@@ -166,37 +177,43 @@ def _last_json(output: str) -> Any:
     return json.loads(output.strip().splitlines()[-1])
 
 
-def _setup(env: dict[str, str], cap: Decimal, users: list[str], runs: int) -> dict[str, list]:
-    setup = _run(["-c", SETUP, str(cap), ",".join(users), str(runs)], env)
+def _setup(
+    env: dict[str, str], cap: Decimal, names: list[str], runs: int, scope: str = "user"
+) -> dict[str, list]:
+    setup = _run(["-c", SETUP, str(cap), ",".join(names), str(runs), scope], env)
     assert setup.returncode == 0, setup.stderr
     return _last_json(setup.stdout)["runs"]
 
 
-def _charges(env: dict[str, str]) -> list[tuple[str, str, Decimal, bool]]:
-    """(user, request id, amount, settled) of every charge, in the order they were created."""
+def _charges(env: dict[str, str]) -> list[tuple[str, str, str, Decimal, bool]]:
+    """(user, profile, request id, amount, settled) of every charge, in the order made."""
     import psycopg
 
     with psycopg.connect(env["DATABASE_URL"], connect_timeout=5) as connection:
         rows = connection.execute(
-            "SELECT u.username, r.request_id, c.amount, c.settled FROM agents_budgetcharge c"
-            " JOIN agents_run r ON r.id = c.run_id JOIN auth_user u ON u.id = c.user_id"
+            "SELECT u.username, p.name, r.request_id, c.amount, c.settled"
+            " FROM agents_budgetcharge c JOIN agents_run r ON r.id = c.run_id"
+            " JOIN auth_user u ON u.id = c.user_id"
+            " JOIN agents_agentprofile p ON p.id = c.profile_id"
             " ORDER BY c.created_at, c.id"
         ).fetchall()
     return [tuple(row) for row in rows]
 
 
-def test_concurrent_processes_of_one_user_stay_within_her_daily_cap(
-    database: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize("scope", ["user", "profile"])
+def test_concurrent_processes_stay_within_a_shared_daily_cap(
+    database: dict[str, str], tmp_path: Path, scope: str
 ) -> None:
-    users = [f"user{number}" for number in range(ROUNDS)]
-    runs = _setup(database, CAP, users, WORKERS)
+    """scope "user": runs of one user; "profile": runs of different users on one profile."""
+    names = [f"{scope}{number}" for number in range(ROUNDS)]
+    runs = _setup(database, CAP, names, WORKERS, scope)
     workers = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-c",
                 WORKER,
-                json.dumps([runs[name][worker] for name in users]),
+                json.dumps([runs[name][worker] for name in names]),
                 str(CALLS_PER_WORKER),
                 str(CALL),
                 str(tmp_path),
@@ -221,16 +238,21 @@ def test_concurrent_processes_of_one_user_stay_within_her_daily_cap(
     results = [_last_json(stdout) for stdout, _ in outputs]
     all_charges = _charges(database)
 
-    for index, name in enumerate(users):
+    for index, name in enumerate(names):
         rounds = [result[index] for result in results]
-        charges = [charge for charge in all_charges if charge[0] == name]
-        total = sum((amount for _, _, amount, _ in charges), Decimal(0))
+        if scope == "user":
+            cap_name = f"{name}'s daily cost cap"
+            charges = [charge[2:] for charge in all_charges if charge[0] == name]
+        else:
+            cap_name = f"the {name} profile's daily cost cap"
+            charges = [charge[2:] for charge in all_charges if charge[1] == name]
+        total = sum((amount for _, amount, _ in charges), Decimal(0))
         granted = sum((Decimal(a) for r in rounds for a in r["granted"]), Decimal(0))
         refusals = [refusal for r in rounds for refusal in r["refused"]]
 
         # They raced: the loops overlapped in time and their charges interleave.
         assert max(r["started"] for r in rounds) < min(r["ended"] for r in rounds)
-        switches = sum(1 for a, b in zip(charges, charges[1:], strict=False) if a[1] != b[1])
+        switches = sum(1 for a, b in zip(charges, charges[1:], strict=False) if a[0] != b[0])
         assert switches >= WORKERS - 1, charges
         # What the workers were granted is what the database holds, all of it settled.
         assert total == granted and all(settled for *_, settled in charges)
@@ -243,10 +265,10 @@ def test_concurrent_processes_of_one_user_stay_within_her_daily_cap(
         # The rest were refused, each naming the cap, its size and a call's need.
         assert len(refusals) == WORKERS * CALLS_PER_WORKER - len(charges) > 0
         for refusal in refusals:
-            assert refusal["budget"] == f"{name}'s daily cost cap", refusal
+            assert refusal["budget"] == cap_name, refusal
             assert Decimal(refusal["limit"]) == CAP and Decimal(refusal["needed"]) == CALL
             assert Decimal(refusal["used"]) > CAP - CALL
-            assert f"{name}'s daily cost cap (0.2 USD)" in refusal["text"], refusal
+            assert f"{cap_name} (0.2 USD)" in refusal["text"], refusal
 
 
 def test_a_call_settled_below_its_reservation_frees_room_for_a_later_one(

@@ -279,9 +279,10 @@ def _setup_main(argv: list[str]) -> None:
     from django.contrib.auth import get_user_model
 
     from agents.models import AgentProfile, ChatSession, ExtensionSetting
-    from agents.profiles.demo import DEMO_EXTENSIONS
+    from agents.profiles.demo import DEMO_PROFILES
     from agents.providers.registry import DemoSettings
 
+    DEMO_EXTENSIONS = DEMO_PROFILES[0].extensions  # noqa: N806 (the demo profile's rows)
     users = get_user_model()
     user = users.objects.filter(username=USER).first() or users.objects.create_user(
         USER, password=PASSWORD

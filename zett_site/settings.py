@@ -293,10 +293,16 @@ def _channel_layers() -> dict[str, Any]:
     if os.environ.get("ZETT_REDIS_LAYER", "core").strip() == "pubsub":
         return {
             "default": {
-                # One PUBLISH per group send; groups are this process's subscriptions, so
-                # a Redis restart loses none (the layer re-subscribes when it reconnects).
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": redis_url, **retry}]},
+                # One pipelined PUBLISH per group send, fanned out inside each process;
+                # memberships live in the process, so a Redis restart loses none
+                # (zett_site/redis_layer.py).
+                "BACKEND": "zett_site.redis_layer.RedisFanoutLayer",
+                "CONFIG": {
+                    "hosts": [{"address": redis_url, **retry}],
+                    "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 1000, 10, 1e7)),
+                    "expiry": expiry,
+                    "group_expiry": group_expiry,
+                },
             }
         }
     return {

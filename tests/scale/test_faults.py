@@ -316,10 +316,12 @@ async def test_after_a_redis_outage_control_and_live_updates_come_back(
 ):
     env = {"REDIS_URL": private_redis.url, "ZETT_REDIS_LAYER": redis_layer}
     a, b = daphne_cluster.start(2, names=("A", "B"), env=env)
-    owner = await rows.call(rows.create_user, "redis-alice")
-    profile = await rows.call(rows.create_profile, "redis-approval", extensions=APPROVAL_EXTENSIONS)
+    owner = await rows.call(rows.create_user, f"redis-alice-{redis_layer}")
+    profile = await rows.call(
+        rows.create_profile, f"redis-approval-{redis_layer}", extensions=APPROVAL_EXTENSIONS
+    )
     [session_id] = await rows.call(rows.create_sessions, owner, profile)
-    cookie = await alogin(b.url, "redis-alice")
+    cookie = await alogin(b.url, f"redis-alice-{redis_layer}")
     sender = await sockets(a, chat_path(session_id), cookie, label="chat@A")
     await sender.send(type="message", text="What is 6*7?")
     await sender.wait_for(lambda f: (s := status_of(f)) and s["status"] == "waiting")
@@ -450,12 +452,14 @@ async def test_over_redis_with_tabs_reconnecting_every_bubble_is_a_prefix_of_the
     daphne_cluster, rows, sockets, redis_layer
 ):
     a, b = daphne_cluster.start(2, names=("A", "B"), env={"ZETT_REDIS_LAYER": redis_layer})
-    owner = await rows.call(rows.create_user, "prefix-alice")
+    owner = await rows.call(rows.create_user, f"prefix-alice-{redis_layer}")
     profile = await rows.call(
-        rows.create_profile, "prefix", provider_settings={"delay": 0.01, "reply_words": 150}
+        rows.create_profile,
+        f"prefix-{redis_layer}",
+        provider_settings={"delay": 0.01, "reply_words": 150},
     )
     session_ids = await rows.call(rows.create_sessions, owner, profile, 4)
-    cookie = await alogin(a.url, "prefix-alice")
+    cookie = await alogin(a.url, f"prefix-alice-{redis_layer}")
     senders = [await sockets(a, chat_path(sid), cookie) for sid in session_ids]
     for sender in senders:
         await sender.send(type="message", text="a long answer please")

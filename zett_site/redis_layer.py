@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -54,7 +55,10 @@ class RedisFanoutLayer(BaseChannelLayer):
         host = dict((hosts or [{"address": "redis://127.0.0.1:6379/0"}])[0])
         self.address = host.pop("address")
         self.options = host
-        self.prefix = prefix
+        # Pub/sub ignores database numbers: the number goes into the channel names, so sites
+        # sharing one server on different numbers stay apart, as with the core layer.
+        database = urllib.parse.urlsplit(self.address).path.strip("/") or "0"
+        self.prefix = f"{prefix}.{database}"
         self.group_expiry = group_expiry
         self.ready_timeout = ready_timeout
         self._loops: dict[asyncio.AbstractEventLoop, _LoopLayer] = {}

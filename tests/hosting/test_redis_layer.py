@@ -137,3 +137,20 @@ async def test_through_a_redis_restart_memberships_survive_and_receivers_are_tol
     finally:
         await a.flush()
         await b.flush()
+
+
+async def test_sites_on_different_database_numbers_do_not_hear_each_other(redis_url: str):
+    prefix = f"zett-test-{os.urandom(4).hex()}"
+    base = redis_url.rsplit("/", 1)[0]
+    one, other = _layer(f"{base}/5", prefix), _layer(f"{base}/6", prefix)
+    try:
+        here, there = await one.new_channel(), await other.new_channel()
+        await one.group_add("monitor", here)
+        await other.group_add("monitor", there)
+        await other.group_send("monitor", {"type": "x", "n": 1})
+        assert await _take(other, there, 1) == [1]
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(one.receive(here), 0.3)
+    finally:
+        await one.flush()
+        await other.flush()

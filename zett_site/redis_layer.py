@@ -161,18 +161,15 @@ class _LoopLayer:
         if channel.startswith(self.process + "!"):
             self._put(channel, message)
             return
+        data = msgpack.packb([channel, message], use_bin_type=True)
         if self._is_named(channel):
-            key = self._named_key(channel)
+            await self._enqueue(self._named_key(channel), data)
         else:
-            key = channel.split("!", 1)[0]
-        await self._publish(key, msgpack.packb([channel, message], use_bin_type=True))
+            await self._publish(channel.split("!", 1)[0], data)
 
     async def receive(self, channel: str) -> dict[str, Any]:
         if self._is_named(channel):
-            key = self._named_key(channel)
-            if channel not in self.subs.get(key, ()):
-                self.subs.setdefault(key, set()).add(channel)
-                await self._subscribe(key)
+            return await self._dequeue(self._named_key(channel))
         queue = self._queue(channel)
         try:
             message = await queue.get()
@@ -194,6 +191,27 @@ class _LoopLayer:
             queue.put_nowait(message)
         except asyncio.QueueFull:
             log.debug("channel %s is full; a message was dropped", channel)
+
+    # -- named channels (work queues such as zett-runs): a Redis list each -------------------
+    # A message waits there for a receiver (up to ``expiry``), and exactly one receiver takes
+    # it, as with channels-redis; a process's own channels need no such queue.
+
+    async def _enqueue(self, key: str, data: bytes) -> None:
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, data)
+                pipe.expire(key, self.owner.expiry)
+                await pipe.execute()
+        except Exception as exc:
+            raise LayerUnreachable(str(exc)) from exc
+
+    async def _dequeue(self, key: str) -> dict[str, Any]:
+        while True:
+            # Shorter than the client's socket timeout, so an idle wait never times out.
+            popped = await self.client.blpop([key], timeout=2)
+            if popped is not None:
+                _, body = msgpack.unpackb(popped[1], raw=False)
+                return body  # type: ignore[no-any-return]
 
     # -- groups -----------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ import pytest
 
 from zett_site.redis_layer import LayerUnreachable, RedisFanoutLayer
 
+pytestmark = pytest.mark.services
+
 
 def _layer(url: str, prefix: str) -> RedisFanoutLayer:
     return RedisFanoutLayer(hosts=[{"address": url}], prefix=prefix, capacity=10_000)
@@ -74,15 +76,20 @@ async def test_a_discarded_member_and_another_groups_members_get_nothing(two):
         await asyncio.wait_for(b.receive(left), 0.3)
 
 
-async def test_direct_sends_reach_a_channel_of_the_other_process_and_a_named_channel(two):
+async def test_direct_sends_reach_the_other_process_and_a_named_channel_is_a_queue(two):
     a, b = two
     reply_to = await a.new_channel()
     await b.send(reply_to, {"type": "control.reply", "n": 7})
     assert await _take(a, reply_to, 1) == [7]
-    worker = asyncio.create_task(b.receive("zett.worker-test"))
-    await asyncio.sleep(0.2)  # the receive subscribed
-    await a.send("zett.worker-test", {"type": "run.start", "n": 8})
-    assert (await asyncio.wait_for(worker, 5))["n"] == 8
+    # A named channel is a queue: a message waits for its receiver, and only one takes it.
+    named = f"{a.prefix}.worker-test"
+    await a.send(named, {"type": "run.start", "n": 8})
+    await a.send(named, {"type": "run.start", "n": 9})
+    first, second = b.receive(named), a.receive(named)
+    got = {(await asyncio.wait_for(r, 5))["n"] for r in (first, second)}
+    assert got == {8, 9}
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(b.receive(named), 0.5)
 
 
 async def test_a_socket_closing_leaves_no_traceback_and_no_queue(two, caplog):

@@ -3,8 +3,9 @@
 Each process subscribes once to a Redis channel of its own (direct sends to its sockets) and
 once per group that some socket of it is in. A group send is one PUBLISH, which Redis hands
 only to the processes with members; each process decodes the message once and queues it for
-all its members (receivers treat messages as read-only, as with the embedded layer). A group
-send also reaches the sender's own members at once, without the Redis round trip. Publishes
+all its members (who share it read-only, as with the embedded layer). A group send also
+reaches the sender's own members at once (a decoded copy), without the Redis round trip.
+Publishes
 are pipelined: whatever the event loop queued meanwhile leaves in one round trip.
 
 At most once, like channels' other layers: a message sent while a process is disconnected is
@@ -158,10 +159,10 @@ class _LoopLayer:
         return f"{self.owner.prefix}.g.{group}"
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        if channel.startswith(self.process + "!"):
-            self._put(channel, message)
-            return
         data = msgpack.packb([channel, message], use_bin_type=True)
+        if channel.startswith(self.process + "!"):
+            self._put(channel, msgpack.unpackb(data, raw=False)[1])
+            return
         if self._is_named(channel):
             await self._enqueue(self._named_key(channel), data)
         else:
@@ -242,9 +243,14 @@ class _LoopLayer:
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         key = self._group_key(group)
-        for channel in self.subs.get(key, ()):
-            self._put(channel, message)
-        await self._publish(key, msgpack.packb([self.process, message], use_bin_type=True))
+        data = msgpack.packb([self.process, message], use_bin_type=True)
+        members = self.subs.get(key)
+        if members:
+            # A copy, as a remote member gets: the sender may reuse its dict.
+            local = msgpack.unpackb(data, raw=False)[1]
+            for channel in members:
+                self._put(channel, local)
+        await self._publish(key, data)
 
     # -- publishing: one pipeline per loop pass ---------------------------------------------
 

@@ -161,3 +161,13 @@ async def test_sites_on_different_database_numbers_do_not_hear_each_other(redis_
     finally:
         await one.flush()
         await other.flush()
+
+
+async def test_a_sender_changing_its_message_afterwards_changes_nothing_delivered(two):
+    a, _ = two
+    channel = await a.new_channel()
+    await a.group_add("session.8", channel)
+    message = {"type": "run.delta", "n": 1, "run": {"status": "running"}}
+    await a.group_send("session.8", message)
+    message["run"]["status"] = "changed"
+    assert (await asyncio.wait_for(a.receive(channel), 5))["run"] == {"status": "running"}

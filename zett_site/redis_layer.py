@@ -5,8 +5,7 @@ once per group that some socket of it is in. A group send is one PUBLISH, which 
 only to the processes with members; each process decodes the message once and queues it for
 all its members (who share it read-only, as with the embedded layer). A group send also
 reaches the sender's own members at once (a decoded copy), without the Redis round trip.
-Publishes
-are pipelined: whatever the event loop queued meanwhile leaves in one round trip.
+Publishes are pipelined: whatever the event loop queued meanwhile leaves in one round trip.
 
 At most once, like channels' other layers: a message sent while a process is disconnected is
 gone (the pages' snapshot-then-live covers that). Memberships live in the process, so a Redis

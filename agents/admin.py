@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from .admin_schema import Entries, SchemaSettingsField
+from .extensions.tracing import request_id_of_trace
 from .models import (
     AgentProfile,
     BudgetCharge,
@@ -291,6 +292,14 @@ class RunAdmin(_ReadOnly):
     )
     list_filter = ("status", "kind")
     search_fields = ("request_id", "session__id")
+    search_help_text = "Request id, session id, or a trace id (as the run page shows it)."
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> Any:
+        """Also find a run by its trace id: the request id's 32 hex digits (or a traceparent)."""
+        request_id = request_id_of_trace(search_term)
+        if request_id is not None:
+            return queryset.filter(request_id=request_id), False
+        return super().get_search_results(request, queryset, search_term)
 
 
 @admin.register(RunEvent)

@@ -7,7 +7,7 @@ profile per UTC day) in one transaction each. The transaction first locks the us
 the profile's rows (``select_for_update`` on PostgreSQL; SQLite runs write transactions
 one at a time, IMMEDIATE), so two runs reserving at once see each other's reservations.
 
-``start_refusal`` is the check before a run is created: a user or profile already at a cap
+``start_refusal_now`` is the check before a run is created: a user or profile already at a cap
 cannot start one, and the message says when the cap resets.
 """
 
@@ -27,6 +27,8 @@ from .db_retry import retrying
 from .extensions.budget import BudgetExceeded, BudgetGrant, BudgetPlan
 from .models import AgentProfile, BudgetCharge, ModelPrice, Run, RunStatus, UserBudget
 from .runtime.pricing import TokenPrices, pattern_matches, specificity
+
+BUDGET_KEY = "budget"  # the extension's catalog key; added to a run's rows when a budget applies
 
 
 def price_in_force_now(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
@@ -151,6 +153,23 @@ def caps_for(user_id: int | None, profile: AgentProfile | None, now: datetime) -
             )
         )
     return caps
+
+
+def budget_applies_now(profile: AgentProfile, user_id: int | None) -> bool:
+    """Whether a limit bounds this profile's runs for this user (the host then adds it)."""
+    if (
+        profile.max_tokens_per_run is not None
+        or profile.max_cost_per_run is not None
+        or profile.daily_cost_cap is not None
+    ):
+        return True
+    if user_id is None:
+        return False
+    if _default("ZETT_USER_DAILY_COST_CAP") is not None:
+        return True
+    if _default("ZETT_USER_MONTHLY_COST_CAP") is not None:
+        return True
+    return UserBudget.objects.filter(user_id=user_id).exists()
 
 
 def _run_owner(run: Run) -> int | None:

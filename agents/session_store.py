@@ -35,6 +35,23 @@ log = logging.getLogger(__name__)
 
 _STATE_KEY = "zett.store"
 
+#: A session's rows in order and the request's Run pk, as ``on_state`` restores them.
+History = tuple[list[Message], int | None]
+
+# Histories read by the host in the transaction that created the run (request id -> it):
+# ``on_state`` takes its request's instead of making another hop to the ORM thread.
+_preloaded: dict[str, History] = {}
+
+
+def preload(request_id: str, history: History) -> None:
+    """Hand ``on_state`` the history already read for this request (taken once, then gone)."""
+    _preloaded[request_id] = history
+
+
+def forget(request_id: str) -> None:
+    """Drop a preloaded history nobody took (the run ended before its ``on_state``)."""
+    _preloaded.pop(request_id, None)
+
 
 @dataclass(slots=True)
 class _StoreState:
@@ -61,7 +78,10 @@ class DjangoSessionStore(AgentExtension):
     priority = 10
 
     async def on_state(self, context: AgentRunContext) -> None:
-        rows, run_pk = await retrying(_load_history, context.session_id, context.request_id)
+        history = _preloaded.pop(context.request_id, None)
+        if history is None:
+            history = await retrying(load_history, context.session_id, context.request_id)
+        rows, run_pk = history
         own = frozenset(row.message_id for row in rows if run_pk and row.run_id == run_pk)
         context.metadata[_STATE_KEY] = _StoreState(
             next_seq=(rows[-1].seq + 1) if rows else 1, run_pk=run_pk, stored=own
@@ -235,11 +255,15 @@ def _is_instruction(message: AnyMessage) -> bool:
     return isinstance(message, SystemMessage) and not message.include_in_messages
 
 
-def _load_history(session_id: str, request_id: str) -> tuple[list[Message], int | None]:
+def load_history(session_id: str, request_id: str) -> History:
     """The session's rows and the request's Run pk, in one hop to the ORM thread."""
-    rows = list(Message.objects.filter(session_id=session_id).order_by("seq"))
     run_pk = Run.objects.filter(request_id=request_id).values_list("pk", flat=True).first()
-    return rows, run_pk
+    return session_rows(session_id), run_pk
+
+
+def session_rows(session_id: str) -> list[Message]:
+    """Every message row of the session in order (sync: call it on the ORM thread)."""
+    return list(Message.objects.filter(session_id=session_id).order_by("seq"))
 
 
 async def _write_uncancellable(write: Coroutine[Any, Any, None]) -> None:

@@ -240,8 +240,22 @@ def migrate(env: dict[str, str]) -> None:
         raise RuntimeError(f"migrate failed:\n{result.stdout}\n{result.stderr}")
 
 
-def setup_data(env: dict[str, str], sessions: int, delay: float, reply_words: int) -> dict:
-    """Users, the bench profile and `sessions` fresh sessions; see _setup_main for the JSON."""
+def setup_data(
+    env: dict[str, str],
+    sessions: int,
+    delay: float,
+    reply_words: int,
+    *,
+    first_token_delay: float = 0.0,
+    tools: tuple[str, ...] = (),
+) -> dict:
+    """Users, the bench profile and `sessions` fresh sessions; see _setup_main for the JSON.
+
+    ``first_token_delay`` goes to the demo model's settings when set; ``tools`` replaces the
+    demo tools the profile offers (e.g. ``("wait",)``) when given."""
+    extra = ["--first-token-delay", str(first_token_delay)] if first_token_delay else []
+    if tools:
+        extra += ["--tools", ",".join(tools)]
     result = subprocess.run(
         [
             PYTHON,
@@ -253,6 +267,7 @@ def setup_data(env: dict[str, str], sessions: int, delay: float, reply_words: in
             str(delay),
             "--reply-words",
             str(reply_words),
+            *extra,
         ],
         cwd=ROOT,
         env=env,
@@ -271,6 +286,8 @@ def _setup_main(argv: list[str]) -> None:
     parser.add_argument("--sessions", type=int, required=True)
     parser.add_argument("--delay", type=float, required=True)
     parser.add_argument("--reply-words", type=int, default=0)
+    parser.add_argument("--first-token-delay", type=float, default=0.0)
+    parser.add_argument("--tools", default="", help="comma-separated demo tools to offer")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import django
@@ -282,7 +299,14 @@ def _setup_main(argv: list[str]) -> None:
     from agents.profiles.demo import DEMO_PROFILES
     from agents.providers.registry import DemoSettings
 
-    DEMO_EXTENSIONS = DEMO_PROFILES[0].extensions  # noqa: N806 (the demo profile's rows)
+    demo_extensions = list(DEMO_PROFILES[0].extensions)  # the `demo` profile's rows
+    if args.tools:
+        tools = [name for name in args.tools.split(",") if name]
+        demo_extensions = [
+            (key, priority, {"tools": tools} if key == "demo_tools" else settings)
+            for key, priority, settings in demo_extensions
+        ]
+
     users = get_user_model()
     user = users.objects.filter(username=USER).first() or users.objects.create_user(
         USER, password=PASSWORD
@@ -296,6 +320,8 @@ def _setup_main(argv: list[str]) -> None:
     padded = "reply_words" in DemoSettings.model_fields and args.reply_words > 0
     if padded:
         provider_settings["reply_words"] = args.reply_words
+    if args.first_token_delay:
+        provider_settings["first_token_delay"] = args.first_token_delay
     profile = AgentProfile.objects.filter(slug=PROFILE_SLUG).first()
     if profile is None:
         profile = AgentProfile.objects.create(
@@ -306,7 +332,7 @@ def _setup_main(argv: list[str]) -> None:
             provider_settings=provider_settings,
             double_texting="queue",
         )
-        rows = [(key, priority, settings) for key, priority, settings in DEMO_EXTENSIONS]
+        rows = [(key, priority, settings) for key, priority, settings in demo_extensions]
         rows.append((PROBE_KEY, 10_000, {}))
         ExtensionSetting.objects.bulk_create(
             ExtensionSetting(
@@ -329,7 +355,7 @@ def _setup_main(argv: list[str]) -> None:
                 "password": PASSWORD,
                 "provider_settings": provider_settings,
                 "reply_words_supported": "reply_words" in DemoSettings.model_fields,
-                "extensions": [row[0] for row in DEMO_EXTENSIONS] + [PROBE_KEY],
+                "extensions": [row[0] for row in demo_extensions] + [PROBE_KEY],
             }
         )
     )

@@ -3,6 +3,7 @@
 #   bench/run.sh                 both, with their defaults
 #   bench/run.sh runtime [ARGS]  W1, ours against the peer zett-agent (bench/runtime_overhead.py)
 #   bench/run.sh streaming [ARGS] WebSocket streaming and capacity (bench/streaming.py)
+#   bench/run.sh capacity [ARGS]  N concurrent three-turn runs on one Daphne (bench/capacity.py)
 set -euo pipefail
 
 bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,12 +32,14 @@ which="${1:-all}"
 case "$which" in
     runtime) exec "$python" "$bench/runtime_overhead.py" "$@" ;;
     streaming) exec "$python" "$bench/streaming.py" "$@" ;;
+    capacity) exec "$python" "$bench/capacity.py" "$@" ;;
     all)
         status=0
         "$python" "$bench/runtime_overhead.py" --json || status=1
         "$python" "$bench/streaming.py" --redis --json "$bench/results/streaming.json" || status=1
+        "$python" "$bench/capacity.py" --find-max --json "$bench/results/capacity.json" || status=1
         [[ $status -eq 0 ]] || echo "bench/run.sh: some targets were missed (see above)" >&2
         exit $status
         ;;
-    *) echo "usage: bench/run.sh [runtime|streaming|all] [ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: bench/run.sh [runtime|streaming|capacity|all] [ARGS...]" >&2; exit 2 ;;
 esac

@@ -22,9 +22,17 @@ What it measures, all in one invocation (every server is a real Daphne subproces
 3. ``--redis``: the streaming measurement on PostgreSQL across TWO dashboard processes on the
    Redis channel layer, half the clients watching a session from the process that does NOT
    host its run, against one process on the in-memory layer on the same database.
+4. ``--tracing``: the dashboard streaming round with tracing off and on (OTLP/HTTP to a local
+   receiver that counts the spans it gets), ``--tracing-rounds`` pairs in alternating order,
+   each on a fresh Daphne: throughput, latency and server CPU, and their ratios.
+5. ``--burst``: N sockets (``--burst-sockets``, 200) x M messages (``--burst-messages``, 10):
+   all sockets send at once, M waves; time to first token (``burst.ttft_ms.p99`` in --json)
+   and exact counts (accepted, completed, tokens, Run rows). With ``--redis`` also on two
+   Daphnes on PostgreSQL + Redis, half the sockets watching from the other process.
 
     .venv/bin/python bench/streaming.py [--clients 100] [--redis] [--json PATH] [--quick]
         [--no-streaming] [--no-capacity] [--capacity-steps 250,500] [--capacity-sample 50]
+        [--tracing [--tracing-rounds 2]] [--burst [--burst-sockets 200] [--burst-messages 10]]
 
 Nothing here runs inside pytest. ``ZETT_BENCH_PROFILE_DIR=dir`` runs every server under
 cProfile (see bench/_harness.py).
@@ -255,8 +263,8 @@ class ChatClient:
                     continue
                 if primary:
                     answer.on_frame(frame, now)
-                elif 'data-reply="rejected"' in frame or 'data-testid="frame-error"' in frame:
-                    answer.on_frame(frame, now)
+                elif 'data-reply="' in frame or 'data-testid="frame-error"' in frame:
+                    answer.on_frame(frame, now)  # the reply comes on the socket that sent
         except ConnectionClosed as exc:
             self.closed = f"closed {exc.rcvd.code if exc.rcvd else '?'}"
         finally:
@@ -533,7 +541,7 @@ CANCEL_TIMEOUT = 20.0
 RUN_MARGIN_S = 30.0  # answers outlast ramp + settle + window by at least this much
 
 _MONITOR_ROW = re.compile(
-    r'<tr id="run-[^"]*" data-testid="monitor-row" data-request-id="([^"]+)" '
+    r'<tr id="run-[^"]*" data-testid="monitor-row" data-request-id="([^"]+)"[^>]*? '
     r'data-status="([^"]+)"[^>]*>(.*?)</tr>',
     re.S,
 )
@@ -1006,6 +1014,41 @@ def redis_cleanup(url: str) -> None:
         client.close()
 
 
+def two_process_targets(a: harness.Server, b: harness.Server, data: dict[str, Any]) -> list[Target]:
+    """Half the sessions watched from the process that hosts their runs, half from the other."""
+    cookies = {a.port: harness.login(a, data["user"], data["password"])}
+    cookies[b.port] = harness.login(b, data["user"], data["password"])
+    targets = []
+    for i, sid in enumerate(data["sessions"]):
+        # Even: watch and send on one process (alternating A, B). Odd: send on one
+        # process, so the run is hosted there, and watch from the other.
+        home = (a, b)[(i // 2) % 2]
+        away = b if home is a else a
+        watch = home if i % 2 == 0 else away
+        path = f"/ws/sessions/{sid}/"
+        targets.append(
+            Target(
+                watch.ws_url + path,
+                watch.origin,
+                home.ws_url + path,
+                home.origin,
+                cookies[watch.port],
+            )
+        )
+    return targets
+
+
+def redis_databases(procs: harness.Processes, args: argparse.Namespace, tag: str) -> dict[str, str]:
+    """A fresh PostgreSQL database and a clean Redis db (both cleaned up at the end)."""
+    name = f"zett_bench_{tag}{os.getpid()}"
+    db_url = harness.create_postgres_database(args.postgres_admin_url, name)
+    procs.cleanups.append(lambda: harness.drop_postgres_database(args.postgres_admin_url, name))
+    redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
+    redis_cleanup(redis_url)
+    procs.cleanups.append(lambda: redis_cleanup(redis_url))
+    return {"DATABASE_URL": db_url, "REDIS_URL": redis_url}
+
+
 def part_redis(procs: harness.Processes, args: argparse.Namespace, workload: Workload) -> dict:
     n, warm = args.clients, args.warmup
     name = f"zett_bench_{os.getpid()}"
@@ -1028,25 +1071,7 @@ def part_redis(procs: harness.Processes, args: argparse.Namespace, workload: Wor
     a = procs.start_server("redis-a", dashboard_app(server_env), server_env)
     b = procs.start_server("redis-b", dashboard_app(server_env), server_env)
     try:
-        cookies = {a.port: harness.login(a, data["user"], data["password"])}
-        cookies[b.port] = harness.login(b, data["user"], data["password"])
-        targets = []
-        for i, sid in enumerate(data["sessions"]):
-            # Even: watch and send on one process (alternating A, B). Odd: send on one
-            # process, so the run is hosted there, and watch from the other.
-            home = (a, b)[(i // 2) % 2]
-            away = b if home is a else a
-            watch = home if i % 2 == 0 else away
-            path = f"/ws/sessions/{sid}/"
-            targets.append(
-                Target(
-                    watch.ws_url + path,
-                    watch.origin,
-                    home.ws_url + path,
-                    home.origin,
-                    cookies[watch.port],
-                )
-            )
+        targets = two_process_targets(a, b, data)
         two = asyncio.run(stream_round(targets, workload, bare=False, warmup=warm))
     finally:
         procs.stop_server(a)
@@ -1072,6 +1097,283 @@ def part_redis(procs: harness.Processes, args: argparse.Namespace, workload: Wor
                 for key in ("lost", "reordered", "duplicated", "unexpected", "final_mismatch")
             )
             and two["error_count"] == 0,
+        },
+    }
+
+
+# -- part 5: --burst, many run starts at once ------------------------------------------------
+#
+# N sockets, one session each, all open; then M waves: every socket sends a message at the
+# same moment and waits for its answer. Each wave is N run starts in a burst, so what it
+# measures is the start path (message -> accepted -> run row -> model -> first token) under
+# load, and that nothing is dropped: every count must come out exact. Answers are short (the
+# --quick prompt) since only their start and their completeness matter here.
+
+BURST_TTFT_P99_MS = 1000.0
+
+
+async def burst_waves(
+    targets: list[Target], workload: Workload, messages: int, warmup: int
+) -> tuple[list[Answer], float]:
+    if warmup:
+        warm = await open_clients(targets[:warmup], bare=False, measure=True)
+        try:
+            await asyncio.gather(*(c.run_once(workload) for c in warm))
+        finally:
+            await asyncio.gather(*(c.close() for c in warm), return_exceptions=True)
+    clients = await open_clients(targets[warmup:], bare=False, measure=True)
+    answers: list[Answer] = []
+    try:
+        started = time.time()
+        for _ in range(messages):
+            answers += await asyncio.gather(*(c.run_once(workload) for c in clients))
+        return answers, time.time() - started
+    finally:
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+
+
+def postgres_run_counts(url: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=5) as connection:
+        rows = connection.execute("SELECT status, COUNT(*) FROM agents_run GROUP BY status")
+        return {status: count for status, count in rows}
+
+
+def burst_figures(
+    answers: list[Answer],
+    elapsed: float,
+    workload: Workload,
+    runs: dict[str, int],
+    *,
+    sockets: int,
+    messages: int,
+    warmup: int,
+) -> dict[str, Any]:
+    expected_answers = sockets * messages
+    ttft = [a.first_token_at - a.sent_at for a in answers if a.first_token_at is not None]
+    replies = [a.replied_at - a.sent_at for a in answers if a.replied_at is not None]
+    checks = [a.check(workload.expected_tokens) for a in answers]
+    counts = {
+        "answers": len(answers),
+        "accepted": sum(1 for a in answers if a.reply == "accepted"),
+        "completed": sum(1 for a in answers if a.status == "completed"),
+        "tokens": sum(len(a.indices) for a in answers),
+        "runs_completed_in_db": runs.get("completed", 0) - warmup,
+        "runs_not_completed_in_db": sum(n for status, n in runs.items() if status != "completed"),
+    }
+    exact = {
+        "answers": expected_answers,
+        "accepted": expected_answers,
+        "completed": expected_answers,
+        "tokens": expected_answers * workload.expected_tokens,
+        "runs_completed_in_db": expected_answers,
+        "runs_not_completed_in_db": 0,
+    }
+    damage = {
+        key: sum(c[key] for c in checks)
+        for key in ("lost", "reordered", "duplicated", "unexpected", "final_mismatch")
+    }
+    return {
+        "sockets": sockets,
+        "messages": messages,
+        "elapsed_s": round(elapsed, 3),
+        "runs_per_s": round(len(answers) / elapsed, 1) if elapsed else 0.0,
+        "ttft_ms": {
+            "p50": ms(percentile(ttft, 50)),
+            "p90": ms(percentile(ttft, 90)),
+            "p99": ms(percentile(ttft, 99)),
+            "max": ms(max(ttft) if ttft else None),
+            "samples": len(ttft),
+        },
+        "reply_ms": {"p50": ms(percentile(replies, 50)), "p99": ms(percentile(replies, 99))},
+        "ttft_p99_ms_by_wave": [
+            ms(
+                percentile(
+                    [
+                        a.first_token_at - a.sent_at
+                        for a in answers[wave * sockets : (wave + 1) * sockets]
+                        if a.first_token_at is not None
+                    ],
+                    99,
+                )
+            )
+            for wave in range(messages)
+        ],
+        "counts": counts,
+        "expected": exact,
+        "exact": counts == exact and not any(damage.values()),
+        **damage,
+        "errors": [a.error for a in answers if a.error][:5],
+        "error_count": sum(1 for a in answers if a.error),
+    }
+
+
+def part_burst(procs: harness.Processes, args: argparse.Namespace) -> dict:
+    workload = make_workload(True, args.delay)  # short answers: the start is what is measured
+    n, m, warm = args.burst_sockets, args.burst_messages, args.warmup
+    path = procs.workdir / "burst.sqlite3"
+    server, data, _ = dashboard_server(
+        procs, "burst", n + warm, workload, DATABASE_URL=harness.sqlite_url(path)
+    )
+    try:
+        cookie = harness.login(server, data["user"], data["password"])
+        targets = chat_targets(server, cookie, data["sessions"])
+        answers, elapsed = asyncio.run(burst_waves(targets, workload, m, warm))
+    finally:
+        procs.stop_server(server)
+    one = burst_figures(
+        answers, elapsed, workload, run_table_counts(path), sockets=n, messages=m, warmup=warm
+    )
+    result: dict[str, Any] = {"one_process_sqlite": one, **one}
+    targets_met = {
+        f"ttft p99 < {BURST_TTFT_P99_MS:g} ms": (one["ttft_ms"]["p99"] or 1e9) < BURST_TTFT_P99_MS,
+        "every count exact": one["exact"],
+    }
+    if args.redis:
+        env = redis_databases(procs, args, "burst_")
+        server_env = procs.base_env(**env)
+        harness.migrate(server_env)
+        data = harness.setup_data(server_env, n + warm, workload.delay, workload.reply_words)
+        a = procs.start_server("burst-redis-a", dashboard_app(server_env), server_env)
+        b = procs.start_server("burst-redis-b", dashboard_app(server_env), server_env)
+        try:
+            targets = two_process_targets(a, b, data)
+            answers, elapsed = asyncio.run(burst_waves(targets, workload, m, warm))
+        finally:
+            procs.stop_server(a)
+            procs.stop_server(b)
+        two = burst_figures(
+            answers,
+            elapsed,
+            workload,
+            postgres_run_counts(env["DATABASE_URL"]),
+            sockets=n,
+            messages=m,
+            warmup=warm,
+        )
+        result["two_processes_redis"] = two
+        targets_met[f"ttft p99 < {BURST_TTFT_P99_MS:g} ms (redis)"] = (
+            two["ttft_ms"]["p99"] or 1e9
+        ) < BURST_TTFT_P99_MS
+        targets_met["every count exact (redis)"] = two["exact"]
+    result["targets"] = targets_met
+    return result
+
+
+def burst_line(label: str, figures: dict[str, Any]) -> str:
+    ttft, reply, counts = figures["ttft_ms"], figures["reply_ms"], figures["counts"]
+    return (
+        f"  {label:<22} {figures['sockets']} sockets x {figures['messages']} messages: "
+        f"ttft p50/p90/p99/max {ttft['p50']}/{ttft['p90']}/{ttft['p99']}/{ttft['max']} ms, "
+        f"reply p50/p99 {reply['p50']}/{reply['p99']} ms, {figures['runs_per_s']} runs/s; "
+        f"accepted {counts['accepted']} completed {counts['completed']} "
+        f"db-completed {counts['runs_completed_in_db']} tokens {counts['tokens']} "
+        f"lost {figures['lost']} dup {figures['duplicated']} errors {figures['error_count']}"
+        + ("" if figures["exact"] else "  (COUNTS NOT EXACT)")
+    )
+
+
+# -- part 4: --tracing, the streaming round with tracing off and on ---------------------------
+#
+# The same dashboard streaming round, each time on a fresh Daphne and SQLite file: without the
+# OTEL variables (no tracing extension) and with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a local
+# receiver (bench/_otlp_sink.py), which is what turns tracing on for every profile. Rounds
+# alternate the order (off, on / on, off) so drift of a shared machine falls on both sides.
+
+TRACING_TARGET_RATIO = 0.9
+_OTEL_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def tracing_round(
+    procs: harness.Processes, args: argparse.Namespace, workload: Workload, name: str, sink: Any
+) -> dict[str, Any]:
+    n, warm = args.clients, args.warmup
+    env = procs.base_env(DATABASE_URL=harness.sqlite_url(procs.workdir / f"{name}.sqlite3"))
+    for key in _OTEL_ENDPOINTS:
+        env.pop(key, None)
+    traced = sink is not None
+    if traced:
+        env.update(
+            OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint,
+            OTEL_SERVICE_NAME="zett-bench",
+            OTEL_BSP_SCHEDULE_DELAY="1000",  # export during the round, not only at exit
+        )
+    harness.migrate(env)
+    data = harness.setup_data(env, n + warm, workload.delay, workload.reply_words)
+    server = procs.start_server(name, dashboard_app(env), env)
+    before = sink.counts() if traced else None
+    try:
+        cookie = harness.login(server, data["user"], data["password"])
+        targets = chat_targets(server, cookie, data["sessions"])
+        if warm:
+            asyncio.run(stream_round(targets[:warm], workload, bare=False))
+        cpu_before = process_cpu_seconds(server.process.pid)
+        figures = asyncio.run(stream_round(targets[warm:], workload, bare=False))
+        cpu_after = process_cpu_seconds(server.process.pid)
+    finally:
+        procs.stop_server(server)  # its tracer provider flushes what is still queued at exit
+    if cpu_before is not None and cpu_after is not None:
+        figures["server_cpu_s"] = round(cpu_after - cpu_before, 3)
+    if traced:
+        after = sink.counts()
+        exported = {key: after[key] - before[key] for key in after}
+        figures["exported"] = exported
+        figures["spans_per_answer"] = round(exported["spans"] / (n + warm), 2)
+    return figures
+
+
+def part_tracing(procs: harness.Processes, args: argparse.Namespace, workload: Workload) -> dict:
+    from bench._otlp_sink import OtlpSink
+
+    rounds: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    with OtlpSink() as sink:
+        for number in range(args.tracing_rounds):
+            order = ("off", "on") if number % 2 == 0 else ("on", "off")
+            for mode in order:
+                figures = tracing_round(
+                    procs,
+                    args,
+                    workload,
+                    f"tracing-{mode}-{number + 1}",
+                    sink if mode == "on" else None,
+                )
+                rounds[mode].append(figures)
+                print(stream_line(f"tracing {mode} (round {number + 1})", figures), flush=True)
+
+    def best(mode: str, key: str) -> float:
+        return max(r[key] for r in rounds[mode])
+
+    def median_of(mode: str, pick: Any) -> float | None:
+        values = sorted(v for v in (pick(r) for r in rounds[mode]) if v is not None)
+        return values[len(values) // 2] if values else None
+
+    off_rate, on_rate = best("off", "tokens_per_s"), best("on", "tokens_per_s")
+    ratio = on_rate / off_rate if off_rate else 0.0
+    cpu_off = median_of("off", lambda r: r.get("server_cpu_s"))
+    cpu_on = median_of("on", lambda r: r.get("server_cpu_s"))
+    p99_off = median_of("off", lambda r: r["latency_ms"]["p99"])
+    p99_on = median_of("on", lambda r: r["latency_ms"]["p99"])
+    exported = min(r["exported"]["spans"] for r in rounds["on"]) if rounds["on"] else 0
+    intact = all(
+        r[key] == 0 and r["error_count"] == 0
+        for mode in rounds
+        for r in rounds[mode]
+        for key in ("lost", "reordered", "duplicated", "unexpected", "final_mismatch")
+    )
+    return {
+        "clients": args.clients,
+        "rounds": args.tracing_rounds,
+        "off": rounds["off"],
+        "on": rounds["on"],
+        "throughput_ratio_on_over_off": round(ratio, 3),
+        "server_cpu_ratio_on_over_off": round(cpu_on / cpu_off, 3) if cpu_off and cpu_on else None,
+        "p99_ms_off": p99_off,
+        "p99_ms_on": p99_on,
+        "targets": {
+            f"throughput on >= {TRACING_TARGET_RATIO}x off": ratio >= TRACING_TARGET_RATIO,
+            "spans exported in every traced round": exported > 0,
+            "zero lost or reordered (tracing)": intact,
         },
     }
 
@@ -1119,6 +1421,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ),
     )
     parser.add_argument("--redis-db", type=int, default=9)
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="also: N sockets x M messages in waves, ttft and exact counts (with --redis: "
+        "also on 2 processes, PG + Redis)",
+    )
+    parser.add_argument("--burst-sockets", type=int, default=None, help="--burst sockets (200)")
+    parser.add_argument("--burst-messages", type=int, default=None, help="--burst waves (10)")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also: the dashboard streaming round with tracing off and on (OTLP to a local sink)",
+    )
+    parser.add_argument(
+        "--tracing-rounds", type=int, default=2, help="off/on pairs for --tracing (2)"
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure to PATH")
     parser.add_argument("--quick", action="store_true", help="N=10, short answers, 2 steps")
     parser.add_argument(
@@ -1135,6 +1453,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         [10, 20] if quick else [250, 500, 1000, 1500, 2000]
     )
     args.capacity_sample = args.capacity_sample or (5 if quick else 50)
+    args.burst_sockets = args.burst_sockets or (20 if quick else 200)
+    args.burst_messages = args.burst_messages or (3 if quick else 10)
     args.window = args.window if args.window is not None else (3.0 if quick else 20.0)
     return args
 
@@ -1215,6 +1535,32 @@ def main(argv: list[str]) -> int:
             )
             print(verdicts(redis_figures["targets"]), flush=True)
             failed |= not all(redis_figures["targets"].values())
+        if args.burst:
+            print(
+                f"\n[5] --burst: {args.burst_sockets} sockets x {args.burst_messages} messages, "
+                "every socket sending at once, wave after wave"
+            )
+            burst = part_burst(procs, args)
+            results["burst"] = burst
+            print(burst_line("1 process, SQLite", burst["one_process_sqlite"]))
+            if "two_processes_redis" in burst:
+                print(burst_line("2 processes, redis", burst["two_processes_redis"]))
+            print(verdicts(burst["targets"]), flush=True)
+            failed |= not all(burst["targets"].values())
+        if args.tracing:
+            print(
+                f"\n[4] --tracing: 1 Daphne, SQLite, tracing off vs on (OTLP/HTTP to a local "
+                f"receiver), {args.tracing_rounds} rounds, alternating order"
+            )
+            tracing = part_tracing(procs, args, workload)
+            results["tracing"] = tracing
+            print(
+                f"  ratios on/off: throughput {tracing['throughput_ratio_on_over_off']}, "
+                f"server CPU {tracing['server_cpu_ratio_on_over_off']}; p99 off/on "
+                f"{tracing['p99_ms_off']}/{tracing['p99_ms_on']} ms"
+            )
+            print(verdicts(tracing["targets"]), flush=True)
+            failed |= not all(tracing["targets"].values())
     except KeyboardInterrupt:
         print("bench: interrupted; stopping every process", file=sys.stderr)
         results["interrupted"] = True

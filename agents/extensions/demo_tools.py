@@ -1,8 +1,9 @@
-"""The demo tools: a safe calculator and a clock, and an extension registering them."""
+"""The demo tools: a safe calculator, a clock and a timer, and an extension registering them."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import datetime as dt
 import math
 import operator
@@ -91,11 +92,23 @@ def clock(timezone: str = "UTC") -> str:
     return dt.datetime.now(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-DEMO_TOOLS: tuple[AgentTool, ...] = (calculator, clock)
+MAX_WAIT_SECONDS = 60.0
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait the given number of seconds (at most 60), like a slow tool would, then say so."""
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise ValueError(f"seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
+    await asyncio.sleep(seconds)  # async: a thousand waiting runs hold no threads
+    return f"waited {seconds:g} s"
+
+
+DEMO_TOOLS: tuple[AgentTool, ...] = (calculator, clock, wait)
 
 
 class DemoToolsExtension(AgentExtension):
-    """Registers the calculator and clock tools for every request."""
+    """Registers the chosen demo tools (by default the calculator and clock) for every request."""
 
     def __init__(self, tools: tuple[str, ...] = ("calculator", "clock")) -> None:
         known = {t.name: t for t in DEMO_TOOLS}

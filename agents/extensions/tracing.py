@@ -18,17 +18,25 @@ import contextvars
 import json
 import logging
 import random
+import re
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer, TracerProvider
+from opentelemetry.sdk.trace import (
+    Event,
+    ReadableSpan,
+    SpanLimits,
+    Tracer,
+    TracerProvider,
+    sampling,
+)
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -53,6 +61,7 @@ if TYPE_CHECKING:
     from ..runtime.extension import ModelCallNext, ToolCallNext
     from ..runtime.messages import AssistantMessage, ToolCall, ToolMessage
     from ..runtime.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage
+    from ..runtime.state import AgentState
     from ..runtime.tools import ToolResult
 
 INSTRUMENTATION = "zett.agents"
@@ -117,11 +126,33 @@ class RequestTraceIds(IdGenerator):
 
 def trace_id_of(request_id: str) -> int | None:
     """The trace id a request's spans carry: its UUID as a 128-bit number (None if no UUID)."""
+    if not isinstance(request_id, str):
+        return None
+    # A length of 32 once the hyphens are gone is what uuid.UUID reads the same way (braces
+    # or a URN prefix would leave fewer digits), at a tenth of its cost.
+    digits = request_id.replace("-", "")
     try:
-        value = uuid.UUID(request_id).int
-    except (ValueError, AttributeError, TypeError):
+        value = int(digits, 16) if len(digits) == 32 else uuid.UUID(request_id).int
+    except ValueError:
         return None
     return value or None
+
+
+_HEX32 = re.compile(r"(?:0x)?([0-9a-f]{32})")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def request_id_of_trace(text: str) -> str | None:
+    """The request id a trace id names (32 hex digits, 0x-prefixed, or a W3C traceparent).
+
+    The inverse of ``trace_id_of``: what a backend shows leads back to the run. None when
+    ``text`` is no trace id.
+    """
+    text = text.strip().lower()
+    match = _HEX32.fullmatch(text) or _TRACEPARENT.fullmatch(text)
+    if match is None or not int(match.group(1), 16):
+        return None
+    return str(uuid.UUID(hex=match.group(1)))
 
 
 def build_tracer_provider(*processors: SpanProcessor, resource: Any = None) -> TracerProvider:
@@ -172,6 +203,8 @@ def configure_from_environment() -> trace.TracerProvider:
 # ParentBased sampler has them do.
 
 _UNSET = Status(StatusCode.UNSET)
+_ALWAYS_ON = (sampling.ALWAYS_ON, sampling.DEFAULT_ON)
+_SAMPLED = sampling.SamplingResult(sampling.Decision.RECORD_AND_SAMPLE)  # what they decide
 _NO_EVENTS: tuple[Event, ...] = ()
 
 
@@ -181,7 +214,7 @@ class _Pending:
 
     name: str
     kind: SpanKind
-    span_id: int
+    context: SpanContext  # built once, for the ReadableSpan and for making the span current
     start: int
     attributes: dict[str, Any]
     events: list[Event] | None = None
@@ -214,9 +247,32 @@ class _Pending:
         self.status = Status(StatusCode.ERROR, description or error_type)
 
 
+class _Export:
+    """What every span of one tracer is handed over with, looked up once per tracer."""
+
+    __slots__ = (
+        "always_sampled",
+        "instrumentation_info",
+        "new_span_id",
+        "on_end",
+        "resource",
+        "scope",
+    )
+
+    def __init__(self, tracer: Tracer) -> None:
+        # The SDK's default samplers sample every root span alike: no need to ask per run.
+        self.always_sampled = any(tracer.sampler is always for always in _ALWAYS_ON)
+        # The provider's multi-processor: processors added later are still reached.
+        self.on_end = tracer.span_processor.on_end
+        self.new_span_id = tracer.id_generator.generate_span_id
+        self.resource = tracer.resource
+        self.instrumentation_info = tracer.instrumentation_info
+        self.scope = tracer._instrumentation_scope  # noqa: SLF001 -- the SDK's own spans carry it
+
+
 @dataclass(slots=True, eq=False)
 class _RunSpans:
-    tracer: Tracer
+    export: _Export
     trace_id: int
     flags: TraceFlags
     trace_state: TraceState | None
@@ -225,37 +281,45 @@ class _RunSpans:
     context: SpanContext  # the root's, parent of the chat and execute_tool spans
     tools: dict[str, _Pending] = field(default_factory=dict)  # open execute_tool spans by call id
     chat: _Pending | None = None  # the chat span of the model call under way
+    chat_started: float = 0.0  # time.monotonic() when it opened, for its time to first chunk
+
+    def time_first_chunk(self, state: AgentState) -> None:
+        """Give the open chat span its time to first chunk, once its stream sent one."""
+        chat, first = self.chat, state.first_chunk_at
+        if chat is not None and first is not None:
+            chat.attributes[TIME_TO_FIRST_CHUNK] = first - self.chat_started
 
     def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Pending:
-        return _Pending(
-            name, kind, self.tracer.id_generator.generate_span_id(), time.time_ns(), attributes
+        context = SpanContext(
+            self.trace_id, self.export.new_span_id(), False, self.flags, self.trace_state
         )
+        return _Pending(name, kind, context, time.time_ns(), attributes)
 
     def end(self, span: _Pending, parent: SpanContext | None) -> None:
         """Hand the ended span to the tracer's span processor, as the SDK's Span.end does."""
         if not self.recording:
             return
-        tracer = self.tracer
-        self.tracer.span_processor.on_end(
+        export = self.export
+        export.on_end(
             ReadableSpan(
                 span.name,
-                SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state),
+                span.context,
                 parent,
-                tracer.resource,
+                export.resource,
                 span.attributes,
                 _NO_EVENTS if span.events is None else tuple(span.events),
                 (),
                 span.kind,
-                tracer.instrumentation_info,
+                export.instrumentation_info,
                 span.status,
                 span.start,
                 time.time_ns(),
-                tracer._instrumentation_scope,  # noqa: SLF001 -- the SDK's own spans carry it
+                export.scope,
             )
         )
 
     def span_context(self, span: _Pending) -> SpanContext:
-        return SpanContext(self.trace_id, span.span_id, False, self.flags, self.trace_state)
+        return span.context
 
     def end_open(self, error_type: str, error: BaseException | None = None) -> None:
         """End the chat and execute_tool spans a failed or cancelled run leaves open."""
@@ -295,6 +359,7 @@ class TracingExtension(AgentExtension):
         self.settings = settings if settings is not None else TracingSettings()
         self._tracer_provider = tracer_provider
         self._tracer: Tracer | None = None
+        self._export: _Export | None = None  # with _tracer
         self._checked = False
         self._value_limit = SpanLimits().max_span_attribute_length
         self.describe(agent_name=agent_name, provider=provider, model=model)
@@ -320,6 +385,7 @@ class TracingExtension(AgentExtension):
         self._checked = True
         if isinstance(tracer, Tracer):
             self._tracer = tracer
+            self._export = _Export(tracer)
         else:
             _log.warning("Tracing is off: %s is not an OpenTelemetry SDK tracer", tracer)
         return self._tracer
@@ -353,8 +419,10 @@ class TracingExtension(AgentExtension):
         finally:
             _NEXT_TRACE_ID.reset(token)
         name = self._root_name
-        sampled = tracer.sampler.should_sample(
-            _EMPTY, trace_id, name, SpanKind.INTERNAL, attributes
+        sampled = (
+            _SAMPLED
+            if self._export.always_sampled  # type: ignore[union-attr]  # set with the tracer
+            else tracer.sampler.should_sample(_EMPTY, trace_id, name, SpanKind.INTERNAL, attributes)
         )
         decision = sampled.decision
         flags = TraceFlags.SAMPLED if decision.is_sampled() else TraceFlags.DEFAULT
@@ -362,15 +430,19 @@ class TracingExtension(AgentExtension):
             flags |= TraceFlags.RANDOM_TRACE_ID
         if sampled.attributes:
             attributes.update(sampled.attributes)
-        root = _Pending(name, SpanKind.INTERNAL, ids.generate_span_id(), time.time_ns(), attributes)
+        trace_flags = TraceFlags(flags)
+        root_context = SpanContext(
+            trace_id, ids.generate_span_id(), False, trace_flags, sampled.trace_state
+        )
+        root = _Pending(name, SpanKind.INTERNAL, root_context, time.time_ns(), attributes)
         spans = _RunSpans(
-            tracer,
+            self._export,  # type: ignore[arg-type]  # set with the tracer
             trace_id,
-            TraceFlags(flags),
+            trace_flags,
             sampled.trace_state,
             decision.is_recording(),
             root,
-            SpanContext(trace_id, root.span_id, False, TraceFlags(flags), sampled.trace_state),
+            root_context,
         )
         context.metadata[_STATE_KEY] = spans
 
@@ -384,6 +456,7 @@ class TracingExtension(AgentExtension):
         if spans is None:
             return
         error_type = type(error).__name__
+        spans.time_first_chunk(context.state)
         spans.end_open(error_type, error)
         spans.root.record_exception(error)
         spans.root.fail(error_type, str(error)[:500] or error_type)
@@ -413,6 +486,7 @@ class TracingExtension(AgentExtension):
             )
         elif isinstance(event, RunCancelledEvent):
             del context.metadata[_STATE_KEY]
+            spans.time_first_chunk(context.state)
             spans.end_open("cancelled")
             spans.root.add_event(
                 "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
@@ -432,10 +506,10 @@ class TracingExtension(AgentExtension):
     def on_model_request(
         self, context: AgentRunContext, request: ModelRequest, call_next: ModelCallNext
     ) -> AsyncIterator[ModelEvent]:
-        """Open the chat span; time the first chunk. after_model (or the run's end) closes it.
+        """Open the chat span; after_model (or the run's end) closes it.
 
-        Only the first event passes through code of ours: a stream of deltas costs no
-        extra generator layer per event.
+        The stream is handed back as it is: no event passes through code of ours (the
+        runtime notes when the first chunk came, and after_model reads it).
         """
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None:
@@ -445,16 +519,18 @@ class TracingExtension(AgentExtension):
             attributes[PROVIDER] = self.provider
         if self.model:
             attributes[REQUEST_MODEL] = self.model
-        spans.chat = span = spans.child(self._chat_name, SpanKind.CLIENT, attributes)
-        return _FirstChunkTimer(call_next(request), span)
+        spans.chat = spans.child(self._chat_name, SpanKind.CLIENT, attributes)
+        spans.chat_started = time.monotonic()
+        return call_next(request)
 
     async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
         spans: _RunSpans | None = context.metadata.get(_STATE_KEY)
         if spans is None or spans.chat is None:
             return
+        spans.time_first_chunk(context.state)
         span, spans.chat = spans.chat, None
         attributes = span.attributes
-        attributes[FINISH_REASONS] = (response.finish_reason,)
+        attributes[FINISH_REASONS] = _finish_reasons(response.finish_reason)
         if self.model:
             attributes[RESPONSE_MODEL] = self.model
         _usage_into(attributes, response.usage)
@@ -531,37 +607,18 @@ class TracingExtension(AgentExtension):
         return value
 
 
-class _FirstChunkTimer:
-    """The model stream as it is, except that its first event sets the chat span's
-    time to first chunk."""
+# One shared tuple per finish reason: a fresh one per chat span would make its attribute
+# dict, held in the processor's queue until export, one more object the collector walks.
+_FINISH_REASONS: dict[str, tuple[str]] = {}
 
-    __slots__ = ("_inner", "_span", "_started", "_waiting")
 
-    def __init__(self, inner: AsyncIterator[ModelEvent], span: _Pending) -> None:
-        self._inner = inner
-        self._span = span
-        self._started = time.monotonic()
-        self._waiting = True
-
-    def __aiter__(self) -> _FirstChunkTimer:
-        return self
-
-    def __anext__(self) -> Awaitable[ModelEvent]:
-        if self._waiting:
-            return self._first()
-        return self._inner.__anext__()
-
-    async def _first(self) -> ModelEvent:
-        event = await self._inner.__anext__()
-        self._waiting = False
-        if event.kind != "completed":
-            self._span.attributes[TIME_TO_FIRST_CHUNK] = time.monotonic() - self._started
-        return event
-
-    async def aclose(self) -> None:
-        aclose = getattr(self._inner, "aclose", None)
-        if aclose is not None:
-            await aclose()
+def _finish_reasons(reason: str) -> tuple[str]:
+    reasons = _FINISH_REASONS.get(reason)
+    if reasons is None:
+        reasons = (reason,)
+        if len(_FINISH_REASONS) < 64:  # providers have a handful; never grow without bound
+            _FINISH_REASONS[reason] = reasons
+    return reasons
 
 
 def _by(attributes: Any) -> dict[str, str]:
@@ -593,5 +650,6 @@ __all__ = [
     "TracingSettings",
     "build_tracer_provider",
     "configure_from_environment",
+    "request_id_of_trace",
     "trace_id_of",
 ]

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from ..budgets import price_in_force_now, start_refusal_now
+from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_now
 from ..db_retry import db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..models import (
@@ -35,6 +35,7 @@ from ..models import (
 )
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
+from ..session_store import History, session_rows
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
 from .wire import WORKER_CHANNEL
 
@@ -49,6 +50,40 @@ class Intake:
     session: ChatSession
     extension_rows: ExtensionRows
     input_id: str  # the stored input Message's id (the runtime message reuses it)
+    prices: TokenPrices | None = None  # the model's prices in force at the start; None: unpriced
+    history: History | None = None  # the session's rows for the session store; None: not read
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A run that may not start: ``reason`` says which cap is used up and when it resets."""
+
+    reason: str
+
+
+def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
+    """What hosting the run needs besides the run itself, read in the hop that made it.
+
+    The history is read only when the profile stores its sessions (the store would read
+    it first thing); the prices are those in force on the day the run started.
+    """
+    rows = _extension_rows(session.profile_id)
+    if not any(row[0] == BUDGET_KEY for row in rows) and budget_applies_now(
+        session.profile, run.started_by_id or session.owner_id
+    ):
+        rows = (*rows, (BUDGET_KEY, "", True, 100, {}))  # a budget applies: enforce it mid-run
+    stores = any(row[0] == "session_store" and row[2] for row in rows)
+    profile = session.profile
+    return Intake(
+        run,
+        session,
+        rows,
+        input_id,
+        prices=price_in_force_now(
+            profile.provider, profile.model_name, run.started_at or run.created_at
+        ),
+        history=(session_rows(session.pk), run.pk) if stores else None,
+    )
 
 
 def _extension_rows(profile_pk: int) -> ExtensionRows:
@@ -92,19 +127,23 @@ def create_run(
     by: str,
     title: str | None,
     kind: str = RunKind.ANSWER,
-) -> Intake | str:
+) -> Intake | Refused | str:
     """Create the session's active run and store its input message, in one transaction.
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
+    The one hop of a run's start: the same call reads what hosting it needs (see _intake).
     Returns the Intake, or a reason string: "active" when another run is active (the
-    one-active-run index decides), "missing", "disabled". Nothing a page shows as stored
-    is sent before this commits.
+    one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
+    used up. Nothing a page shows as stored is sent before this commits.
     """
     session = _session(session_id)
     if session is None:
         return "missing"
     if not session.profile.is_active:
         return "disabled"
+    refusal = start_refusal_now(session_id, user_id)
+    if refusal is not None:
+        return Refused(refusal)
     now = timezone.now()
     input_id = new_uuid7() if kind == RunKind.ANSWER else ""
     try:
@@ -143,7 +182,7 @@ def create_run(
         if Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).exists():
             return "active"
         raise
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -166,7 +205,7 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     input_id = input_row.message_id if input_row else ""
     if not input_id and run.kind == RunKind.ANSWER:
         input_id = new_uuid7()
-    return Intake(run, session, _extension_rows(session.profile_id), input_id)
+    return _intake(run, session, input_id)
 
 
 @db_hop
@@ -399,15 +438,3 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 def save_partial(run_pk: int, text: str) -> None:
     """Checkpoint a run's streaming answer (only while the run is active)."""
     Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
-
-
-@db_hop
-def price_in_force(provider: str, model_name: str, when: datetime | None) -> TokenPrices | None:
-    """The prices of the model on the day ``when`` falls on (see agents.budgets)."""
-    return price_in_force_now(provider, model_name, when)
-
-
-@db_hop
-def start_refusal(session_id: str, user_id: int | None) -> str | None:
-    """Why a run cannot start now because a cost cap is used up, or None."""
-    return start_refusal_now(session_id, user_id)

@@ -181,15 +181,14 @@ class RunManager:
         session cannot take messages.
         """
         workers = self.settings.run_workers
-        refusal = await db.start_refusal(session_id, user_id)
-        if refusal is not None:
-            return ControlReply(False, refusal, "message")
         title = policy.title_from(text) if kind == RunKind.ANSWER else None
         intake = await db.create_run(
             session_id, user_id, text, "" if workers else self.host_id, by, title, kind
         )
         if intake == "active":
             return None
+        if isinstance(intake, db.Refused):
+            return ControlReply(False, intake.reason, "message")
         if intake == "missing":
             return ControlReply(False, "No such session.", "message")
         if intake == "disabled":

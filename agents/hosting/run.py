@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from django.utils import timezone
 
-from .. import observability
+from .. import observability, session_store
 from ..db_retry import DatabaseUnavailable
 from ..extensions.budget import BudgetExceeded
 from ..models import CancelState, RunKind, RunStatus
@@ -104,6 +104,10 @@ class HostedRun:
         self.sender: asyncio.Task[None] | None = None
         self._partial_saved_at = time.monotonic()
         self._partial_writer: asyncio.Task[None] | None = None
+        # A checkpoint that can wait (a model call starting): written behind the stream.
+        self._deferred: tuple[set[str], str | None] | None = None
+        self._deferred_timer: asyncio.TimerHandle | None = None
+        self._writer: asyncio.Task[None] | None = None
         self.meter = observability.RunMeter(
             self.profile_name, self.session_id, self.request_id, self.owner_id
         )
@@ -132,10 +136,10 @@ class HostedRun:
         run = self.run
         status = RunStatus.FAILED
         try:
-            profile = self._intake.session.profile
-            self.projection.prices = await db.price_in_force(
-                profile.provider, profile.model_name, run.started_at or run.created_at
-            )
+            intake = self._intake
+            self.projection.prices = intake.prices
+            if intake.history is not None:
+                session_store.preload(self.request_id, intake.history)
             try:
                 agent = self._agents.agent_for(
                     self._intake.session.profile, self._intake.extension_rows
@@ -253,7 +257,78 @@ class HostedRun:
         ):
             self._checkpoint_partial()
         if step.checkpoint:
-            await db.checkpoint(self.run, projection.trace, step.fields, step.session_status)
+            if event.type is AgentEventType.MODEL_STARTED:
+                self._defer(step.fields, step.session_status)
+            else:
+                await self._checkpoint(step.fields, step.session_status)
+        elif self._deferred is not None:
+            self._write_behind()  # the event after a model's start: its frames are out
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def _defer(self, fields: set[str], session: str | None) -> None:
+        """Hold a checkpoint that need not delay the model: a model call just started.
+
+        The run waits while its events are handled, so writing it now would put an ORM
+        hop between the call's start and its first token. It is written behind the
+        stream once the next event's frames are out, with the next checkpoint, or after
+        ``checkpoint_seconds`` if the model is slow to say anything.
+        """
+        if self._deferred is not None:
+            held, status = self._deferred
+            fields, session = held | fields, session or status
+        self._deferred = (fields, session)
+        if self._deferred_timer is None:
+            self._deferred_timer = asyncio.get_running_loop().call_later(
+                self._settings.checkpoint_seconds, self._write_behind
+            )
+
+    def _take_deferred(self) -> tuple[set[str], str | None]:
+        if self._deferred_timer is not None:
+            self._deferred_timer.cancel()
+            self._deferred_timer = None
+        held, self._deferred = self._deferred, None
+        return held if held is not None else (set(), None)
+
+    def _write_behind(self) -> None:
+        """Start writing the held checkpoint (and the trace so far) without waiting for it."""
+        fields, session = self._take_deferred()
+        if not fields and session is None:
+            return
+        trace = list(self.projection.trace)
+        self.projection.trace.clear()
+        self._writer = asyncio.create_task(
+            self._write(self._writer, trace, fields, session),
+            name=f"zett-checkpoint-{self.request_id}",
+        )
+
+    async def _write(
+        self,
+        before: asyncio.Task[None] | None,
+        trace: list[Any],
+        fields: set[str],
+        session: str | None,
+    ) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        try:
+            await db.checkpoint(self.run, trace, fields, session)
+        except BaseException:
+            self.projection.trace[:0] = trace  # the next write (or the final one) has them
+            raise
+
+    async def _written(self) -> None:
+        """Wait for the write behind the stream; its failure is the caller's (as if awaited)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await writer
+
+    async def _checkpoint(self, fields: set[str], session: str | None) -> None:
+        """Write a checkpoint now, with any held one, after any write still behind."""
+        held, status = self._take_deferred()
+        await self._written()
+        projection = self.projection
+        await db.checkpoint(self.run, projection.trace, held | fields, session or status)
 
     def _checkpoint_partial(self) -> None:
         """Save the streaming answer now and then, without holding up the stream.
@@ -282,7 +357,15 @@ class HostedRun:
         if status != RunStatus.COMPLETED and (text or reasoning):
             partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
         finished = projection.finish(status, timezone.now())
-        self.meter.finished(status, self.run.error)
+        self.meter.finished(status, self.run.error, self.run.cost, self.run.cost_currency)
+        self._take_deferred()  # the final record writes every field and the trace
+        session_store.forget(self.request_id)
+        if self._writer is not None:
+            await asyncio.wait({self._writer})  # its trace is back in the projection if it failed
+            if not self._writer.cancelled() and self._writer.exception() is not None:
+                log.warning(
+                    "run %s: checkpoint failed: %s", self.request_id, self._writer.exception()
+                )
         if self._partial_writer is not None and not self._partial_writer.done():
             await asyncio.wait({self._partial_writer})  # the final record comes after it
         try:

@@ -16,6 +16,7 @@ import time
 import weakref
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -52,6 +53,13 @@ TOKENS = Counter(
     "Tokens the models reported, by kind: input and output (all of them), and the parts "
     "cache_read, cache_write (of input) and reasoning (of output).",
     ["profile", "kind"],
+    registry=REGISTRY,
+)
+COST = Counter(
+    "zett_cost",
+    "What hosted runs cost, settled when each run ends, by profile and currency (the "
+    "prices in force when it started; runs of unpriced models add nothing).",
+    ["profile", "currency"],
     registry=REGISTRY,
 )
 MODEL_CALL_DURATION = Histogram(
@@ -186,9 +194,15 @@ class RunMeter:
             if count:
                 TOKENS.labels(profile, kind).inc(count)
 
-    def finished(self, outcome: str, error: str = "") -> None:
+    def finished(
+        self, outcome: str, error: str = "", cost: Decimal | None = None, currency: str = ""
+    ) -> None:
+        """The run ended; ``cost`` (None: unpriced) is its settled cost in ``currency``."""
         duration = time.monotonic() - self._hosted_at
         RUNS_FINISHED.labels(self.profile, outcome).inc()
+        if cost is not None and currency:
+            # Prometheus samples are floats: the exact Decimal stays in the Run row.
+            COST.labels(self.profile, currency).inc(float(cost))
         RUN_DURATION.labels(self.profile, outcome).observe(duration)
         log_run_finished(
             self.profile, self.session_id, self.request_id, self.user_id, outcome, duration, error

@@ -19,7 +19,7 @@ import pydantic
 from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
-from ..budgets import DatabaseLedger
+from ..budgets import BUDGET_KEY, DatabaseLedger
 from ..extensions.approval import ToolApprovalExtension
 from ..extensions.ask_user import AskUserExtension
 from ..extensions.budget import BudgetExtension, BudgetSettings
@@ -60,13 +60,13 @@ class DemoToolsSettings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
     tools: list[str] = pydantic.Field(
         default_factory=lambda: ["calculator", "clock"],
-        description='Any of "calculator" and "clock".',
+        description='Any of "calculator", "clock" and "wait" (sleeps, for load tests).',
     )
 
     @pydantic.field_validator("tools")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - {"calculator", "clock"})
+        unknown = sorted(set(value) - {"calculator", "clock", "wait"})
         if unknown:
             raise ValueError(f"unknown demo tools: {', '.join(unknown)}")
         return value
@@ -158,7 +158,7 @@ BUILTIN_EXTENSIONS: tuple[ExtensionSpec, ...] = (
         settings_model=SummaryCompactionSettings,
     ),
     ExtensionSpec(
-        key="budget",
+        key=BUDGET_KEY,
         label="Budgets",
         description="Stops a run when its next model call cannot fit a budget (the profile's "
         "tokens and cost per run, its daily cost cap, the user's daily and monthly caps), "

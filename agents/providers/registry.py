@@ -48,6 +48,9 @@ class DemoSettings(_Settings):
     reply_words: int = Field(
         0, ge=0, le=10_000, description="Pad plain replies to at least this many words."
     )
+    first_token_delay: float = Field(
+        0.0, ge=0, le=30, description="Seconds before the first word of every model call."
+    )
 
 
 class ScriptedSettings(_Settings):
@@ -116,7 +119,11 @@ def _url(value: HttpUrl | None) -> str | None:
 def _demo(model_name: str, settings: DemoSettings) -> AgentModel:
     from .demo import DemoModel
 
-    return DemoModel(delay=settings.delay, reply_words=settings.reply_words)
+    return DemoModel(
+        delay=settings.delay,
+        reply_words=settings.reply_words,
+        first_token_delay=settings.first_token_delay,
+    )
 
 
 def _scripted(model_name: str, settings: ScriptedSettings) -> AgentModel:

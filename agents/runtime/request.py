@@ -260,8 +260,11 @@ class Request:
         call: Callable[[ModelRequest], Any] = self.model.stream
         for extension in reversed(self.hooks["on_model_request"]):
             call = _model_layer(extension, self.context, call)
-        iteration = self.context.state.iteration
+        state = self.context.state
+        iteration = state.iteration
         response: ModelResponse | None = None
+        first_chunk_at: float | None = None
+        state.first_chunk_at = None
         stream = call(request)
         out = self.out
         try:
@@ -271,6 +274,8 @@ class Request:
                         "the model stream continued after its completed response"
                     )
                 kind = event.kind
+                if first_chunk_at is None and kind != "completed":
+                    first_chunk_at = state.first_chunk_at = time.monotonic()
                 if kind == "text":
                     await out(AgentEventType.TEXT_DELTA, delta=event.delta, iteration=iteration)
                 elif kind == "completed":

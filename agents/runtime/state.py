@@ -41,3 +41,7 @@ class AgentState:
     iteration: int = 0  # model calls made so far for this input
     usage: ModelUsage = field(default_factory=ModelUsage)  # summed over model calls
     metadata: dict[str, Any] = field(default_factory=dict)
+    # time.monotonic() when the model call under way (or the last one) streamed its first
+    # delta; None until it does. Lets after_model time the first chunk without wrapping
+    # the stream, which would cost a call per delta.
+    first_chunk_at: float | None = None

@@ -68,6 +68,44 @@ async def test_a_run_over_its_token_budget_stops_mid_answer_and_keeps_the_partia
     assert partial.content.startswith("You said") and "word150" not in partial.content
 
 
+async def test_a_profile_limit_is_enforced_without_the_extension_configured(
+    manager: Any, user: Any, make_profile: Any, make_session: Any, listen_session: Any
+) -> None:
+    # The operator sets a limit on the profile and nothing else: the host adds the extension.
+    profile = await make_profile(provider_settings={"delay": 0.004, "reply_words": 200})
+    assert not await profile.extensions.filter(key="budget").aexists()
+    profile.max_tokens_per_run = 150
+    await profile.asave()
+    session = await make_session(user, profile)
+
+    finished, run = await _finish(manager, user, session, listen_session, "Tell me things")
+
+    assert run.status == RunStatus.BUDGET_EXCEEDED
+    assert "the run's token budget (150 tokens)" in run.error
+    partial = await Message.objects.aget(run=run, role="assistant")
+    assert partial.attributes["stopped"] == "budget_exceeded"
+
+
+async def test_the_budget_extension_joins_a_run_only_when_a_limit_applies(
+    user: Any, make_profile: Any, make_session: Any
+) -> None:
+    from agents.hosting import db
+
+    profile = await make_profile(provider_settings={"delay": 0, "reply_words": 30})
+    session = await make_session(user, profile)
+
+    def keys(intake: Any) -> list[str]:
+        return [row[0] for row in intake.extension_rows]
+
+    free = await db.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
+    assert "budget" not in keys(free)  # no limit: nothing on the streaming path
+    await Run.objects.filter(pk=free.run.pk).aupdate(status=RunStatus.COMPLETED)
+
+    await UserBudget.objects.acreate(user=user, monthly_cost_cap=Decimal("5"))
+    capped = await db.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
+    assert keys(capped).count("budget") == 1
+
+
 async def test_a_call_that_cannot_fit_the_runs_cost_budget_never_reaches_the_model(
     manager: Any, user: Any, make_profile: Any, make_session: Any, listen_session: Any
 ) -> None:

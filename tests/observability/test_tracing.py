@@ -7,14 +7,20 @@ import uuid
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agents.extensions.approval import APPROVAL_EVENT, APPROVAL_REQUESTED, ToolApprovalExtension
 from agents.extensions.steering import STEER_EVENT, SteeringExtension
-from agents.extensions.tracing import TracingExtension, TracingSettings, build_tracer_provider
+from agents.extensions.tracing import (
+    RequestTraceIds,
+    TracingExtension,
+    TracingSettings,
+    build_tracer_provider,
+)
 from agents.providers.scripted import GatedModel, ScriptedModel, tool_call
 from agents.runtime import (
     Agent,
@@ -244,3 +250,35 @@ async def test_steering_is_a_span_event_naming_who_steered(
     assert [(e.name, dict(e.attributes or {})) for e in root.events] == [
         ("zett.steering", {"zett.by": "olga"})
     ]
+
+
+class DroppingSampler(Sampler):
+    """Samples nothing, and remembers which span names it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def should_sample(
+        self, parent_context: Any, trace_id: int, name: str, *args: Any, **kwargs: Any
+    ) -> SamplingResult:
+        self.asked.append(name)
+        return SamplingResult(Decision.DROP)
+
+    def get_description(self) -> str:
+        return "DroppingSampler"
+
+
+async def test_a_provider_s_own_sampler_decides_for_each_run(
+    exporter: InMemorySpanExporter,
+) -> None:
+    sampler = DroppingSampler()
+    provider = TracerProvider(sampler=sampler, id_generator=RequestTraceIds())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = TracingExtension(tracer_provider=provider, agent_name="Weather")
+    agent = Agent(ScriptedModel(["One.", "Two."]), extensions=[tracing])
+
+    await agent.run("Hello", config=AgentRunConfig(session_id="s-sampled"))
+    await agent.run("Again", config=AgentRunConfig(session_id="s-sampled"))
+
+    assert sampler.asked == ["invoke_agent Weather", "invoke_agent Weather"]
+    assert exporter.get_finished_spans() == ()

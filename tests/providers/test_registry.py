@@ -203,3 +203,12 @@ def test_provider_error_survives_pickling_with_its_attributes() -> None:
 def test_provider_error_rejects_an_unknown_kind() -> None:
     with pytest.raises(ValueError, match="unknown ProviderError kind"):
         ProviderError("x", provider="openai", kind="weird")
+
+
+def test_demo_model_gets_its_first_token_delay() -> None:
+    model = build_model("demo", "", {"first_token_delay": 1.5})
+
+    assert isinstance(model, DemoModel)
+    assert model.first_token_delay == 1.5
+    with pytest.raises(ValueError, match="first_token_delay: Input should be less than or equal"):
+        build_model("demo", "", {"first_token_delay": 31})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -129,3 +130,52 @@ async def test_demo_model_asks_the_user_when_told_to() -> None:
         if event.type is AgentEventType.RUN_COMPLETED:
             answered = event.message.content
     assert answered == "The ask_user tool returned: green"
+
+
+async def test_demo_waits_with_the_wait_tool_as_often_as_asked() -> None:
+    model = DemoModel(delay=0, reply_words=12)
+    agent = Agent(model, extensions=[DemoToolsExtension(("calculator", "clock", "wait"))])
+
+    events = await collect(agent, "wait 0.05 s 3 times")
+
+    assert tool_events(events) == [("wait", "waited 0.05 s")] * 3
+    turns = [e.message.content for e in events if e.type is AgentEventType.MODEL_COMPLETED]
+    assert len(turns) == 4  # three calls of the tool, then the answer
+    assert all(len(turn.split(" ")) == 12 for turn in turns)
+    assert turns[0].startswith("Step 1 of 3: let me use the wait tool.")
+    assert turns[-1].startswith("Done: I waited 0.05 s 3 times.")
+
+
+async def test_demo_wait_tool_sleeps_and_is_bounded() -> None:
+    from agents.extensions.demo_tools import wait
+
+    started = time.monotonic()
+    result = await wait({"seconds": 0.2})
+    assert time.monotonic() - started >= 0.2
+    assert result.content == "waited 0.2 s" and not result.is_error
+    with pytest.raises(ValueError, match="between 0 and 60"):
+        await wait({"seconds": 61})
+
+
+async def test_demo_without_the_wait_tool_does_not_wait() -> None:
+    events = await collect(demo_agent(), "wait 2 s 3 times")
+
+    assert tool_events(events) == []
+    assert events[-1].message is not None
+    assert events[-1].message.content.startswith('You said: "wait 2 s 3 times".')
+
+
+async def test_demo_first_token_delay_comes_before_every_model_call() -> None:
+    model = DemoModel(delay=0, first_token_delay=0.15)
+    agent = Agent(model, extensions=[DemoToolsExtension()])
+    started = time.monotonic()
+    firsts: list[float] = []
+    async for event in agent.stream("what is 1+2?"):
+        if event.type is AgentEventType.MODEL_STARTED:
+            started = time.monotonic()
+        elif event.type is AgentEventType.TEXT_DELTA and started:
+            firsts.append(time.monotonic() - started)
+            started = 0.0
+
+    assert len(firsts) == 2  # the tool-call turn and the answer
+    assert all(gap >= 0.15 for gap in firsts)

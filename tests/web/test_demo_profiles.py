@@ -54,3 +54,23 @@ def test_the_fast_demo_does_not_ask_for_approval() -> None:
     _, agent = _agent(DEMO_SLUG)
     assert not any(isinstance(e, ToolApprovalExtension) for e in agent.extensions)
     assert agent.model.delay < 0.1
+
+
+def test_a_profile_can_offer_the_wait_tool_and_a_first_token_delay() -> None:
+    from agents.models import ExtensionSetting
+
+    profile = AgentProfile.objects.create(
+        name="Load",
+        slug="load",
+        provider="demo",
+        model_name="demo",
+        provider_settings={"delay": 0, "first_token_delay": 0.5},
+    )
+    ExtensionSetting.objects.create(
+        profile=profile, key="demo_tools", settings={"tools": ["wait"]}, position=0
+    )
+    agent = build_agent_for_profile(profile, list(profile.extensions.all()), persist=False)
+
+    assert agent.model.first_token_delay == 0.5
+    (tools,) = [e for e in agent.extensions if type(e).__name__ == "DemoToolsExtension"]
+    assert [t.name for t in tools._tools] == ["wait"]

@@ -6,12 +6,15 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 POSTGRES_HOST, POSTGRES_PORT = "127.0.0.1", 5432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -71,6 +74,51 @@ def postgres_url() -> str:
     except psycopg.Error as error:
         _unavailable(f"PostgreSQL on {POSTGRES_HOST}:{POSTGRES_PORT} refused {url}: {error}")
     return url
+
+
+def _run_python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def postgres_process_env(postgres_url: str) -> Iterator[dict[str, str]]:
+    """A freshly migrated PostgreSQL database of this test's own, dropped afterwards.
+
+    Yields the environment of a process using it, for tests of what several processes do
+    to one PostgreSQL database.
+    """
+    import urllib.parse
+
+    import psycopg
+    from psycopg import sql
+
+    parts = urllib.parse.urlsplit(postgres_url)
+    name = f"zett_process_{os.getpid()}"
+    admin_url = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+        admin.execute(drop)
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ZETT_", "DJANGO_", "DATABASE_URL"))
+    }
+    env.update(
+        DATABASE_URL=urllib.parse.urlunsplit(parts._replace(path=f"/{name}")),
+        DJANGO_SETTINGS_MODULE="zett_site.settings",
+        DJANGO_SECRET_KEY="process-test-secret-key-long-enough-for-django-checks",
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    try:
+        migrate = _run_python(["manage.py", "migrate", "--noinput"], env)
+        assert migrate.returncode == 0, migrate.stderr
+        yield env
+    finally:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(drop)
 
 
 @pytest.fixture(scope="session")

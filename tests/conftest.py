@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 POSTGRES_HOST, POSTGRES_PORT = "127.0.0.1", 5432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -67,6 +74,51 @@ def postgres_url() -> str:
     except psycopg.Error as error:
         _unavailable(f"PostgreSQL on {POSTGRES_HOST}:{POSTGRES_PORT} refused {url}: {error}")
     return url
+
+
+def _run_python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def postgres_process_env(postgres_url: str) -> Iterator[dict[str, str]]:
+    """A freshly migrated PostgreSQL database of this test's own, dropped afterwards.
+
+    Yields the environment of a process using it, for tests of what several processes do
+    to one PostgreSQL database.
+    """
+    import urllib.parse
+
+    import psycopg
+    from psycopg import sql
+
+    parts = urllib.parse.urlsplit(postgres_url)
+    name = f"zett_process_{os.getpid()}"
+    admin_url = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+        admin.execute(drop)
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ZETT_", "DJANGO_", "DATABASE_URL"))
+    }
+    env.update(
+        DATABASE_URL=urllib.parse.urlunsplit(parts._replace(path=f"/{name}")),
+        DJANGO_SETTINGS_MODULE="zett_site.settings",
+        DJANGO_SECRET_KEY="process-test-secret-key-long-enough-for-django-checks",
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    try:
+        migrate = _run_python(["manage.py", "migrate", "--noinput"], env)
+        assert migrate.returncode == 0, migrate.stderr
+        yield env
+    finally:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(drop)
 
 
 @pytest.fixture(scope="session")
@@ -143,3 +195,60 @@ async def redis_channel_layer(redis_url: str) -> AsyncIterator[Any]:
     yield layer
     await layer.flush()
     await layer.close_pools()
+
+
+# -- a redis-server of one test's own (to stop and restart it) -------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, so stopping it touches nobody else."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

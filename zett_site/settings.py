@@ -265,6 +265,15 @@ if SECURE:
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", "1")
 
 
+def _redis_layer() -> str:
+    """ZETT_REDIS_LAYER (with REDIS_URL): "pubsub", the fan-out layer of
+    zett_site/redis_layer.py, or "core", channels-redis's RedisChannelLayer."""
+    choice = os.environ.get("ZETT_REDIS_LAYER", "pubsub").strip() or "pubsub"
+    if choice not in ("pubsub", "core"):
+        raise ValueError(f"ZETT_REDIS_LAYER must be pubsub or core, not {choice!r}")
+    return choice
+
+
 def _channel_layers() -> dict[str, Any]:
     # The layer delivers at most once and drops on overflow; the database is the truth, so
     # these bound memory rather than promise delivery. A long-lived socket refreshes its
@@ -290,13 +299,19 @@ def _channel_layers() -> dict[str, Any]:
     # retry, the first command on each fails ("Connection closed by server") although Redis
     # is back. One retry on a fresh connection hides that; a Redis still away fails as before.
     retry = {"retry_on_error": [RedisConnectionError]}
-    if os.environ.get("ZETT_REDIS_LAYER", "core").strip() == "pubsub":
+    if _redis_layer() == "pubsub":
         return {
             "default": {
-                # One PUBLISH per group send; groups are this process's subscriptions, so
-                # a Redis restart loses none (the layer re-subscribes when it reconnects).
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": redis_url, **retry}]},
+                # One pipelined PUBLISH per group send, fanned out inside each process;
+                # memberships live in the process, so a Redis restart loses none
+                # (zett_site/redis_layer.py).
+                "BACKEND": "zett_site.redis_layer.RedisFanoutLayer",
+                "CONFIG": {
+                    "hosts": [{"address": redis_url, **retry}],
+                    "capacity": int(env_float("ZETT_CHANNEL_CAPACITY", 1000, 10, 1e7)),
+                    "expiry": expiry,
+                    "group_expiry": group_expiry,
+                },
             }
         }
     return {
@@ -340,11 +355,12 @@ ZETT_USER_MONTHLY_COST_CAP = env_decimal("ZETT_USER_MONTHLY_COST_CAP")
 # 1: web processes hand new runs to `manage.py runworker zett-runs` processes.
 ZETT_RUN_WORKERS = env_bool("ZETT_RUN_WORKERS", "0")
 # Text deltas are batched into one frame per window (latency vs. frames per second).
-# Each frame crosses Redis twice (group_send, the watcher's receive), so the scaled setup
-# batches more (bench/streaming.py --redis: 100 chats over 2 processes at 50 tok/s lagged by
-# 13 s with 25 ms batches, ~2 s with 100 ms, under 1 s with 250 ms on a 2-core machine).
+# channels-redis's core layer costs several round trips per frame and needs longer batches
+# (bench/streaming.py --redis: 100 chats over 2 processes at 50 tok/s lagged by 13 s with
+# 25 ms batches, ~2 s with 100 ms); the pub/sub fan-out layer keeps up with 25 ms.
+_CORE_REDIS = bool(os.environ.get("REDIS_URL", "").strip()) and _redis_layer() == "core"
 ZETT_DELTA_BATCH_SECONDS = env_float(
-    "ZETT_DELTA_BATCH_SECONDS", 0.1 if os.environ.get("REDIS_URL", "").strip() else 0.025, 0.0, 1.0
+    "ZETT_DELTA_BATCH_SECONDS", 0.1 if _CORE_REDIS else 0.025, 0.0, 1.0
 )
 # How often the monitor group gets coalesced rows of changed runs.
 ZETT_MONITOR_INTERVAL_SECONDS = env_float("ZETT_MONITOR_INTERVAL_SECONDS", 0.25, 0.05, 10.0)

@@ -77,6 +77,12 @@ class SummaryCompactionExtension(AgentExtension):
         self.settings = settings or SummaryCompactionSettings(**options)
         self.model = model
 
+    def _model_data(self) -> dict[str, Any]:
+        """Which model summarised, when it is not the run's own (so a host prices it right)."""
+        if self.model is None or not self.settings.provider:
+            return {}
+        return {"summary_model": [self.settings.provider, self.settings.model or ""]}
+
     async def on_compact(self, context: AgentRunContext) -> None:
         await self.compact(context)
 
@@ -112,7 +118,11 @@ class SummaryCompactionExtension(AgentExtension):
             await context.emit(
                 AgentEvent(
                     AgentEventType.COMPACTION_COMPLETED,
-                    data={"compacted": False, "error": f"{type(error).__name__}: {error}"[:500]},
+                    data={
+                        "compacted": False,
+                        "error": f"{type(error).__name__}: {error}"[:500],
+                        **self._model_data(),
+                    },
                     usage=usage[0] if usage else None,
                 )
             )
@@ -141,6 +151,7 @@ class SummaryCompactionExtension(AgentExtension):
                     "summary": summary,
                     "summary_id": message.id,
                     "kept_first_id": kept[0].id if kept else None,
+                    **self._model_data(),
                 },
                 usage=usage[0] if usage else None,
             )

@@ -8,7 +8,7 @@ behind the runs' writes on the ORM thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,6 +54,9 @@ class Intake:
     input_id: str  # the stored input Message's id (the runtime message reuses it)
     prices: TokenPrices | None = None  # the model's prices in force at the start; None: unpriced
     history: History | None = None  # the session's rows for the session store; None: not read
+    # Prices of models the extensions call besides the run's (a summary model), by
+    # (provider, model name); None for such a model without a price.
+    other_prices: dict[tuple[str, str], TokenPrices | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,20 @@ def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
             profile.provider, profile.model_name, run.started_at or run.created_at
         ),
         history=(session_rows(session.pk), run.pk) if stores else None,
+        other_prices=_other_prices(rows, run.started_at or run.created_at),
     )
+
+
+def _other_prices(
+    rows: ExtensionRows, when: datetime | None
+) -> dict[tuple[str, str], TokenPrices | None]:
+    """The prices of the summary models the enabled extension rows name."""
+    models = {
+        (str(settings["provider"]), str(settings.get("model") or ""))
+        for key, _name, enabled, _priority, settings in rows
+        if key == "summary_compaction" and enabled and (settings or {}).get("provider")
+    }
+    return {model: price_in_force_now(*model, when) for model in models}
 
 
 def _extension_rows(profile_pk: int) -> ExtensionRows:

@@ -66,6 +66,9 @@ class RunProjection:
     protocol: OperatorProtocol
     row: Callable[[], dict[str, Any]]  # the run's monitor row (names from the session)
     prices: TokenPrices | None = None  # the model's prices when the run started; None: unpriced
+    # Prices of the other models the run's extensions call (a summary model), by
+    # (provider, model name); a model missing here is unpriced.
+    other_prices: dict[tuple[str, str], TokenPrices | None] = field(default_factory=dict)
     seq: int = 0  # last outward seq applied
     iteration: int = 0
     text: list[str] = field(default_factory=list)  # the answer streaming in this iteration
@@ -139,7 +142,7 @@ class RunProjection:
             # Checkpointed: a monitor or run page opened during a long model call reads the
             # row and the trace from the database, and must see this call, not "created".
         elif kind is ET.MODEL_COMPLETED:
-            self._count(event.usage, step, data)
+            self._count(event.usage, step, data, self.prices)
             if event.message is not None:
                 self.answered_iterations = self.iteration
                 if run.partial_text:
@@ -217,7 +220,9 @@ class RunProjection:
             data = {
                 k: result[k] for k in ("compacted", "summarized", "kept", "error") if k in result
             }
-            self._count(event.usage, step, data)
+            own = result.get("summary_model")
+            prices = self.other_prices.get(tuple(own)) if own else self.prices
+            self._count(event.usage, step, data, prices)
             if result.get("compacted") and result.get("summary_id"):
                 step.frames.append(
                     {
@@ -251,8 +256,13 @@ class RunProjection:
             step.frames.append({"type": "run.state", **base, "run": self.row()})
         return step
 
-    def _count(self, usage: Any, step: Step, data: dict[str, Any]) -> None:
-        """Add one model call's usage (an answer's or a summary's) to the run, priced."""
+    def _count(
+        self, usage: Any, step: Step, data: dict[str, Any], prices: TokenPrices | None
+    ) -> None:
+        """Add one model call's usage (an answer's or a summary's) to the run, priced.
+
+        ``prices`` are those of the model that made the call (None: unpriced).
+        """
         if usage is None:
             return
         run = self.run
@@ -268,9 +278,9 @@ class RunProjection:
             "cache_write_tokens",
             "reasoning_tokens",
         }
-        if self.prices is not None:
-            run.cost = (run.cost or Decimal(0)) + self.prices.cost(usage)
-            run.cost_currency = self.prices.currency
+        if prices is not None:
+            run.cost = (run.cost or Decimal(0)) + prices.cost(usage)
+            run.cost_currency = prices.currency
             step.fields |= {"cost", "cost_currency"}
         self.dirty = True
         data["usage"] = {"input": usage.input_tokens, "output": usage.output_tokens}

@@ -138,6 +138,7 @@ class HostedRun:
         try:
             intake = self._intake
             self.projection.prices = intake.prices
+            self.projection.other_prices = intake.other_prices
             if intake.history is not None:
                 session_store.preload(self.request_id, intake.history)
             try:

@@ -7,6 +7,7 @@ pytest-django has already built the test database before the server starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -89,16 +90,13 @@ class DaphneServer:
         return _read_log(self.log_path, offset)
 
 
-@pytest.fixture(scope="session")
-def daphne_server(
-    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DaphneServer]:
-    """Start `python -m daphne` on a free port against the test database; stop it at the end."""
+@contextlib.contextmanager
+def _running_daphne(log_path: Path) -> Iterator[DaphneServer]:
+    """A `python -m daphne` on a free port against the test database, stopped on exit."""
     from django.conf import settings
     from django.db import connections
 
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("daphne") / "server.log"
     env = {
         key: value
         for key, value in os.environ.items()
@@ -148,6 +146,32 @@ def daphne_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def daphne_server(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaphneServer]:
+    """Start `python -m daphne` on a free port against the test database; stop it at the end."""
+    with _running_daphne(tmp_path_factory.mktemp("daphne") / "server.log") as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_live_url(
+    transactional_db: None, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """Base URL of a Daphne started for this test alone.
+
+    For pages that write rows pointing at content types (the admin's change history): the
+    shared server caches content type ids, which the flush between transactional tests
+    renumbers, so a save there can fail on a foreign key that only exists in the test run.
+    """
+    log_path = tmp_path / "server.log"
+    with _running_daphne(log_path) as server:
+        request.node.stash[SERVER_LOG_KEY] = log_path
+        request.node.stash[SERVER_LOG_OFFSET_KEY] = 0
+        yield server.url
 
 
 @pytest.fixture
@@ -229,10 +253,10 @@ def login(page: Any, base_url: str, username: str, password: str) -> None:
 
 
 @pytest.fixture(name="login")
-def login_fixture(live_url: str) -> Callable[[Any, str, str], None]:
-    """`login(page, username, password)` against the running server."""
+def login_fixture(live_url: str) -> Callable[..., None]:
+    """`login(page, username, password)` against the running server (or ``base_url``)."""
 
-    def do_login(page: Any, username: str, password: str) -> None:
-        login(page, live_url, username, password)
+    def do_login(page: Any, username: str, password: str, base_url: str | None = None) -> None:
+        login(page, base_url or live_url, username, password)
 
     return do_login

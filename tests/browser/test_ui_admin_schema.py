@@ -13,8 +13,9 @@ pytestmark = pytest.mark.browser
 
 
 def test_settings_form_switches_mode_follows_the_provider_and_saves(
-    page: Any, live_url: str, login: Any, django_user_model: Any, password: str
+    page: Any, fresh_live_url: str, login: Any, django_user_model: Any, password: str
 ) -> None:
+    live_url = fresh_live_url  # the save writes an admin log entry: see fresh_live_url
     django_user_model.objects.create_superuser("root", "root@example.com", password)
     profile = AgentProfile.objects.create(
         name="Echo", slug="echo", provider="demo", provider_settings={"reply_words": 5}
@@ -22,7 +23,7 @@ def test_settings_form_switches_mode_follows_the_provider_and_saves(
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text))
     page.on("pageerror", lambda error: problems.append(str(error)))
-    login(page, "root", password)
+    login(page, "root", password, base_url=live_url)
     page.goto(f"{live_url}/admin/agents/agentprofile/{profile.pk}/change/")
 
     widget = page.locator(".zett-schema", has=page.locator('textarea[name="provider_settings"]'))

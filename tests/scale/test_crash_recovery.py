@@ -49,8 +49,13 @@ async def test_killed_host_is_interrupted_by_a_survivor_and_the_session_goes_on(
 
     await sender.send(type="message", text="What is 6*7?")
     await chat.wait_for(lambda f: (s := status_of(f)) and s["status"] == "waiting")
-    [run] = await rows.call(rows.runs, session_id)
-    assert a.hosts(run.host) and run.status == "waiting"
+
+    async def stored_waiting():  # the frame can overtake the checkpoint that stores it
+        [run] = await rows.call(rows.runs, session_id)
+        return run if run.status == "waiting" else None
+
+    run = await poll(stored_waiting, timeout=10, what="the run stored as waiting")
+    assert a.hosts(run.host)
     before = await rows.call(rows.messages, session_id)
     assert [m["role"] for m in before] == ["user", "assistant"]
     [call] = before[1]["tool_calls"]

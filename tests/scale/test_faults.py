@@ -10,14 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,12 +38,6 @@ APPROVAL_EXTENSIONS = (
     ("demo_tools", {"tools": ["calculator"]}),
     ("tool_approval", {"tools": ["calculator"]}),
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _answers(client: Any, *, after: int = 0) -> list[str]:
@@ -289,62 +279,20 @@ async def test_terminated_database_connections_end_no_run_and_no_chat(
 # -- 5. Redis stopped for 5 s, then back --------------------------------------------------------
 
 
-class PrivateRedis:
-    """A redis-server of the test's own, so stopping it touches nobody else."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = _free_port()
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("redis-server is not installed")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+REDIS_LAYERS = pytest.mark.parametrize("redis_layer", ["core", "pubsub"])
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-async def test_the_first_command_after_a_redis_restart_goes_through(private_redis, monkeypatch):
+@REDIS_LAYERS
+async def test_the_first_command_after_a_redis_restart_goes_through(
+    private_redis, monkeypatch, redis_layer
+):
     """Redis restarted: the pooled connections are dead, yet the first send must not fail."""
     from django.utils.module_loading import import_string
 
     from zett_site.settings import _channel_layers
 
     monkeypatch.setenv("REDIS_URL", private_redis.url)
-    monkeypatch.delenv("ZETT_REDIS_LAYER", raising=False)
+    monkeypatch.setenv("ZETT_REDIS_LAYER", redis_layer)
     config = _channel_layers()["default"]
     layer = import_string(config["BACKEND"])(**config["CONFIG"])
     channel = await layer.new_channel()
@@ -352,20 +300,28 @@ async def test_the_first_command_after_a_redis_restart_goes_through(private_redi
     await asyncio.gather(*(layer.group_send("probe", {"type": "x"}) for _ in range(5)))
     private_redis.stop()
     private_redis.start()
+    if redis_layer == "pubsub":
+        # It tells each receiver once that it lost Redis (the page then says reconnecting).
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(layer.receive(channel), 5)
     await layer.group_add("after", channel)
     await layer.group_send("after", {"type": "hello"})
     assert (await asyncio.wait_for(layer.receive(channel), 5))["type"] == "hello"
     await layer.flush()
 
 
+@REDIS_LAYERS
 async def test_after_a_redis_outage_control_and_live_updates_come_back(
-    daphne_cluster, rows, sockets, private_redis
+    daphne_cluster, rows, sockets, private_redis, redis_layer
 ):
-    a, b = daphne_cluster.start(2, names=("A", "B"), env={"REDIS_URL": private_redis.url})
-    owner = await rows.call(rows.create_user, "redis-alice")
-    profile = await rows.call(rows.create_profile, "redis-approval", extensions=APPROVAL_EXTENSIONS)
+    env = {"REDIS_URL": private_redis.url, "ZETT_REDIS_LAYER": redis_layer}
+    a, b = daphne_cluster.start(2, names=("A", "B"), env=env)
+    owner = await rows.call(rows.create_user, f"redis-alice-{redis_layer}")
+    profile = await rows.call(
+        rows.create_profile, f"redis-approval-{redis_layer}", extensions=APPROVAL_EXTENSIONS
+    )
     [session_id] = await rows.call(rows.create_sessions, owner, profile)
-    cookie = await alogin(b.url, "redis-alice")
+    cookie = await alogin(b.url, f"redis-alice-{redis_layer}")
     sender = await sockets(a, chat_path(session_id), cookie, label="chat@A")
     await sender.send(type="message", text="What is 6*7?")
     await sender.wait_for(lambda f: (s := status_of(f)) and s["status"] == "waiting")
@@ -491,16 +447,19 @@ def _bubble_texts(frames: list[str]) -> list[str]:
     return shown
 
 
+@REDIS_LAYERS
 async def test_over_redis_with_tabs_reconnecting_every_bubble_is_a_prefix_of_the_answer(
-    daphne_cluster, rows, sockets
+    daphne_cluster, rows, sockets, redis_layer
 ):
-    a, b = daphne_cluster.start(2, names=("A", "B"))
-    owner = await rows.call(rows.create_user, "prefix-alice")
+    a, b = daphne_cluster.start(2, names=("A", "B"), env={"ZETT_REDIS_LAYER": redis_layer})
+    owner = await rows.call(rows.create_user, f"prefix-alice-{redis_layer}")
     profile = await rows.call(
-        rows.create_profile, "prefix", provider_settings={"delay": 0.01, "reply_words": 150}
+        rows.create_profile,
+        f"prefix-{redis_layer}",
+        provider_settings={"delay": 0.01, "reply_words": 150},
     )
     session_ids = await rows.call(rows.create_sessions, owner, profile, 4)
-    cookie = await alogin(a.url, "prefix-alice")
+    cookie = await alogin(a.url, f"prefix-alice-{redis_layer}")
     senders = [await sockets(a, chat_path(sid), cookie) for sid in session_ids]
     for sender in senders:
         await sender.send(type="message", text="a long answer please")

@@ -19,7 +19,7 @@ from django.test import Client
 
 from agents.models import Message, ModelPrice, Run, RunKind, RunStatus
 from agents.providers import registry
-from agents.providers.registry import ProviderSpec, ScriptedSettings
+from agents.providers.registry import DemoSettings, ProviderSpec, ScriptedSettings
 from agents.providers.scripted import ScriptedModel
 from agents.runtime import SystemMessage
 from agents.web.routing import websocket_urlpatterns
@@ -167,6 +167,46 @@ async def test_compact_runs_a_compaction_and_the_next_request_holds_summary_and_
     # Nothing was deleted: the originals stay, marked as summarised.
     rows = [m async for m in Message.objects.filter(session_id=session.id).order_by("seq")]
     assert [r.content for r in rows if r.summarized_by_id is not None] == ["Q1", "A1"]
+
+
+async def test_a_summary_by_its_own_model_is_priced_at_that_models_price(
+    connect: Any,
+    manager: Any,
+    model: Any,
+    user: Any,
+    make_profile: Any,
+    make_session: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model(["A1", "A2"])
+    summariser = ScriptedModel(["Q1 was answered with A1."])
+    spec = ProviderSpec("cheap", "Cheap", DemoSettings, "test", lambda _n, _s: summariser)
+    monkeypatch.setitem(registry.PROVIDERS, "cheap", spec)
+    own_model = ("summary_compaction", {**COMPACTION[1], "provider": "cheap", "model": "mini"})
+    profile = await make_profile(provider="held", provider_settings=HELD, extensions=(own_model,))
+    # The chat's model is dear, the summary model cheap: the summary costs the cheap price.
+    await ModelPrice.objects.acreate(
+        provider="held", model_pattern="*", input_per_million=1000, output_per_million=1000
+    )
+    await ModelPrice.objects.acreate(
+        provider="cheap", model_pattern="mini", input_per_million=1, output_per_million=2
+    )
+    session = await make_session(user, profile)
+    socket = await connect(session.id, user)
+    await socket.until('id="transcript"')
+    await _chat(socket, manager, "Q1", "Q2")
+
+    await socket.reply(type="compact")
+    await socket.until('data-testid="compaction-divider"')
+    await manager.wait_idle()
+
+    compaction = (await _runs(session.id))[-1]
+    assert compaction.kind == RunKind.COMPACTION and summariser.calls == 1
+    expected = (
+        Decimal(compaction.input_tokens) * 1 + Decimal(compaction.output_tokens) * 2
+    ) / Decimal(1_000_000)
+    assert compaction.input_tokens > 0
+    assert compaction.cost == expected
 
 
 async def test_a_reconnecting_page_shows_the_divider_below_the_originals(

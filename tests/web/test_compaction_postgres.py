@@ -7,11 +7,8 @@ compacts, the second (nothing in memory) runs the next turn from the database al
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,36 +56,8 @@ asyncio.run(main(sys.argv[1]))
 
 
 @pytest.fixture
-def database(postgres_url: str) -> Iterator[dict[str, str]]:
-    """A migrated database of its own; the environment of a process using it."""
-    import psycopg
-    from psycopg import sql
-
-    parts = urllib.parse.urlsplit(postgres_url)
-    name = f"zett_compaction_{os.getpid()}"
-    admin_url = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
-        admin.execute(drop)
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ZETT_", "DJANGO_", "DATABASE_URL"))
-    }
-    env.update(
-        DATABASE_URL=urllib.parse.urlunsplit(parts._replace(path=f"/{name}")),
-        DJANGO_SETTINGS_MODULE="zett_site.settings",
-        DJANGO_SECRET_KEY="compaction-test-secret-key-long-enough-for-django-checks",
-        PYTHONPATH=str(REPO_ROOT),
-    )
-    try:
-        migrate = _run(["manage.py", "migrate", "--noinput"], env)
-        assert migrate.returncode == 0, migrate.stderr
-        yield env
-    finally:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(drop)
+def database(postgres_process_env: dict[str, str]) -> dict[str, str]:
+    return postgres_process_env
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -196,7 +196,12 @@ def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str
         lambda: price_in_force_now(profile.provider, profile.model_name, when),
     )
     history = (session_rows(session.pk), run.pk) if stores else None
-    return Intake(run, session, rows, input_id, prices=prices, history=history)
+    other = batch.memo(
+        ("other", profile.pk, timezone.localdate(when)), lambda: _other_prices(rows, when)
+    )
+    return Intake(
+        run, session, rows, input_id, prices=prices, history=history, other_prices=dict(other)
+    )
 
 
 def _create_one(batch: _BatchReads, request: StartRequest) -> Started:

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from .db_retry import retrying
 from .extensions.budget import BudgetExceeded, BudgetGrant, BudgetPlan
-from .models import AgentProfile, BudgetCharge, ModelPrice, Run, RunStatus, UserBudget
+from .models import AgentProfile, BudgetCharge, ChatSession, ModelPrice, Run, RunStatus, UserBudget
 from .runtime.pricing import TokenPrices, pattern_matches, specificity
 
 BUDGET_KEY = "budget"  # the extension's catalog key; added to a run's rows when a budget applies
@@ -285,11 +285,14 @@ class DatabaseLedger:
 
 def start_refusal_now(session_id: str, user_id: int | None) -> str | None:
     """Why this user cannot start a run in this session now (a cap is used up), or None."""
-    from .models import ChatSession
-
     session = ChatSession.objects.select_related("profile").filter(pk=session_id).first()
     if session is None:
         return None
+    return start_refusal_for(session, user_id)
+
+
+def start_refusal_for(session: ChatSession, user_id: int | None) -> str | None:
+    """start_refusal_now for a session already read (with its profile)."""
     now = timezone.now()
     for cap in caps_for(user_id if user_id is not None else session.owner_id, session.profile, now):
         spent = cap.spent()

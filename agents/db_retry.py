@@ -20,6 +20,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
+from . import hop_timing
+
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
@@ -58,13 +60,22 @@ async def retrying(
     fn: Callable[P, R], *args: P.args, thread_sensitive: bool = True, **kwargs: P.kwargs
 ) -> R:
     """Run the sync ORM function ``fn`` off the event loop, retrying connection errors."""
-    call = sync_to_async(_closing_on_failure(fn), thread_sensitive=thread_sensitive)
+    body: Callable[..., R] = _closing_on_failure(fn)
+    began = 0.0
+    if hop_timing.enabled:
+        name = getattr(fn, "__name__", "hop")
+        body = hop_timing.timed_on_thread(name, body)
+        began = time.perf_counter()
+    call = sync_to_async(body, thread_sensitive=thread_sensitive)
     deadline = time.monotonic() + retry_window()
     delay = 0.05
     attempt = 0
     while True:
         try:
-            return await call(*args, **kwargs)
+            result = await call(*args, **kwargs)
+            if began:
+                hop_timing.waited(name, time.perf_counter() - began)
+            return result
         except RETRYABLE as exc:
             attempt += 1
             if time.monotonic() + delay > deadline:
@@ -88,6 +99,7 @@ def db_hop(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 def db_hop_own_thread(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """Like db_hop, on a worker thread with its own connection (not behind the ORM thread)."""
 
+    @functools.wraps(fn)
     def closing(*args: Any, **kwargs: Any) -> R:
         from django.db import close_old_connections
 

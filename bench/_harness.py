@@ -124,7 +124,12 @@ class Processes:
             if not key.startswith(("ZETT_", "DJANGO_", "DATABASE_URL", "REDIS_URL"))
         }
         # Tuning knobs a benchmark run may vary on purpose (e.g. the delta batch window).
-        for key in ("ZETT_DELTA_BATCH_SECONDS", "ZETT_THREAD_SWITCH_SECONDS", "ZETT_REDIS_LAYER"):
+        for key in (
+            "ZETT_DELTA_BATCH_SECONDS",
+            "ZETT_THREAD_SWITCH_SECONDS",
+            "ZETT_REDIS_LAYER",
+            "ZETT_DB_HOP_PROFILE",
+        ):
             if key in os.environ:
                 env[key] = os.environ[key]
         path = os.environ.get("PYTHONPATH", "")

@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_now
-from ..db_retry import db_hop, db_hop_own_thread
+from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_for
+from ..db_retry import RETRYABLE, db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..models import (
     ChatSession,
@@ -36,7 +36,9 @@ from ..models import (
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
 from ..session_store import History, session_rows
+from .group_commit import GroupCommit
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
+from .per_loop import PerLoop
 from .wire import WORKER_CHANNEL
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -134,41 +136,97 @@ def _next_seq(session_id: str) -> int:
     return (last or 0) + 1
 
 
-@db_hop
-def create_run(
-    session_id: str,
-    user_id: int | None,
-    text: str,
-    host: str,
-    by: str,
-    title: str | None,
-    kind: str = RunKind.ANSWER,
-) -> Intake | Refused | str:
-    """Create the session's active run and store its input message, in one transaction.
+@dataclass(frozen=True, slots=True)
+class StartRequest:
+    """One run start asked for: what create_run takes (see there)."""
 
-    A compaction run has no input message (``text`` is empty, ``input_id`` too).
-    The one hop of a run's start: the same call reads what hosting it needs (see _intake).
-    Returns the Intake, or a reason string: "active" when another run is active (the
-    one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
-    used up. Nothing a page shows as stored is sent before this commits.
-    """
-    session = _session(session_id)
+    session_id: str
+    user_id: int | None
+    text: str
+    host: str  # this process's host id; "" queues the run for the workers
+    by: str  # the sender's name, kept on the input message
+    title: str | None  # the session's title if it has none yet
+    kind: str = RunKind.ANSWER
+
+
+Started = Intake | Refused | str
+
+
+class _BatchReads:
+    """What the run starts of one batch share, read once: their sessions, caps, extension
+    rows, prices, and each session's last message seq (kept up to date as runs are made)."""
+
+    def __init__(self, session_ids: list[str]) -> None:
+        self.sessions = {
+            s.pk: s
+            for s in ChatSession.objects.select_related("owner", "profile").filter(
+                pk__in=set(session_ids)
+            )
+        }
+        self.last_seq: dict[str, int] = {
+            row["session_id"]: row["last"] or 0
+            for row in Message.objects.filter(session_id__in=list(self.sessions))
+            .values("session_id")
+            .annotate(last=Max("seq"))
+        }
+        self._memo: dict[tuple[Any, ...], Any] = {}
+
+    def memo(self, key: tuple[Any, ...], read: Any) -> Any:
+        if key not in self._memo:
+            self._memo[key] = read()
+        return self._memo[key]
+
+    def next_seq(self, session_id: str) -> int:
+        return self.last_seq.get(session_id, 0) + 1
+
+
+def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str) -> Intake:
+    """_intake with the reads the batch shares taken from it."""
+    profile = session.profile
+    user_id = run.started_by_id or session.owner_id
+    rows = batch.memo(("rows", profile.pk), lambda: _extension_rows(profile.pk))
+    if not any(row[0] == BUDGET_KEY for row in rows) and batch.memo(
+        ("budget", profile.pk, user_id), lambda: budget_applies_now(profile, user_id)
+    ):
+        rows = (*rows, (BUDGET_KEY, "", True, 100, {}))  # a budget applies: enforce it mid-run
+    stores = any(row[0] == "session_store" and row[2] for row in rows)
+    when = run.started_at or run.created_at
+    prices = batch.memo(
+        ("prices", profile.provider, profile.model_name, timezone.localdate(when)),
+        lambda: price_in_force_now(profile.provider, profile.model_name, when),
+    )
+    history = (session_rows(session.pk), run.pk) if stores else None
+    other = batch.memo(
+        ("other", profile.pk, timezone.localdate(when)), lambda: _other_prices(rows, when)
+    )
+    return Intake(
+        run, session, rows, input_id, prices=prices, history=history, other_prices=dict(other)
+    )
+
+
+def _create_one(batch: _BatchReads, request: StartRequest) -> Started:
+    session = batch.sessions.get(request.session_id)
     if session is None:
         return "missing"
     if not session.profile.is_active:
         return "disabled"
-    refusal = start_refusal_now(session_id, user_id)
+    user_id = request.user_id
+    refusal = batch.memo(
+        ("refusal", user_id if user_id is not None else session.owner_id, session.profile_id),
+        lambda: start_refusal_for(session, user_id),
+    )
     if refusal is not None:
         return Refused(refusal)
     now = timezone.now()
+    host, kind = request.host, request.kind
     input_id = new_uuid7() if kind == RunKind.ANSWER else ""
     try:
-        with transaction.atomic():
+        with transaction.atomic():  # a savepoint: one start failing leaves the others be
             run = Run.objects.create(
                 session=session,
                 profile=session.profile,
                 started_by_id=user_id,
-                input_text=text,
+                input_text=request.text,
                 kind=kind,
                 status=RunStatus.RUNNING if host else RunStatus.QUEUED,
                 phase="created",
@@ -178,27 +236,89 @@ def create_run(
                 started_at=now if host else None,
             )
             if input_id:
+                seq = batch.next_seq(session.pk)
                 Message.objects.create(
                     session=session,
                     run=run,
-                    seq=_next_seq(session_id),
+                    seq=seq,
                     message_id=input_id,
                     role=Role.USER,
-                    content=text,
-                    attributes={"by": by},
+                    content=request.text,
+                    attributes={"by": request.by},
                     created_at=now,
                 )
+                batch.last_seq[session.pk] = seq
             fields: dict[str, Any] = {"updated_at": now}
             if host:
                 fields["status"] = SessionStatus.RUNNING
-            if title is not None and not session.title:
-                session.title = fields["title"] = title
+            if request.title is not None and not session.title:
+                session.title = fields["title"] = request.title
             ChatSession.objects.filter(pk=session.pk).update(**fields)
     except IntegrityError:
-        if Run.objects.filter(session_id=session_id, status__in=RunStatus.active()).exists():
+        active = Run.objects.filter(session_id=session.pk, status__in=RunStatus.active())
+        if active.exists():
             return "active"
         raise
-    return _intake(run, session, input_id)
+    return _intake_in(batch, run, session, input_id)
+
+
+def create_runs_now(requests: list[StartRequest]) -> list[Started | Exception]:
+    """Create the runs of many starts in ONE transaction, a savepoint each; a result each.
+
+    What the starts share (sessions, caps, extension rows, prices) is read once. A start
+    that fails (another run of its session is active: "active"; or any error) is rolled
+    back to its savepoint and gets its own result or exception; the others commit. A
+    connection error fails the whole batch (nothing committed), which the hop retries; any
+    other failure of the whole (a constraint checked at commit) sends each start on alone.
+    """
+    try:
+        return _create_together(requests)
+    except RETRYABLE:
+        raise
+    except Exception as exc:
+        if len(requests) == 1:
+            return [exc]
+        return [result for request in requests for result in create_runs_now([request])]
+
+
+def _create_together(requests: list[StartRequest]) -> list[Started | Exception]:
+    results: list[Started | Exception] = []
+    with transaction.atomic():
+        batch = _BatchReads([r.session_id for r in requests])
+        for request in requests:
+            try:
+                results.append(_create_one(batch, request))
+            except RETRYABLE:
+                raise
+            except Exception as exc:  # this start's own failure, rolled back to its savepoint
+                results.append(exc)
+    return results
+
+
+create_runs = db_hop(create_runs_now)
+_starts: PerLoop[GroupCommit[StartRequest, Started]] = PerLoop()
+
+
+async def create_run(
+    session_id: str,
+    user_id: int | None,
+    text: str,
+    host: str,
+    by: str,
+    title: str | None,
+    kind: str = RunKind.ANSWER,
+) -> Started:
+    """Create the session's active run and store its input message, in one transaction.
+
+    A compaction run has no input message (``text`` is empty, ``input_id`` too).
+    The one hop of a run's start, shared with the other starts waiting at that moment
+    (agents.hosting.group_commit): the same hop reads what hosting it needs (see _intake).
+    Returns the Intake, or a reason string: "active" when another run is active (the
+    one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
+    used up. Nothing a page shows as stored is sent before this commits.
+    """
+    request = StartRequest(session_id, user_id, text, host, by, title, kind)
+    return await _starts.get(lambda: GroupCommit(create_runs)).submit(request)
 
 
 @db_hop
@@ -224,23 +344,49 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     return _intake(run, session, input_id)
 
 
-@db_hop
-def checkpoint(
+Checkpoint = tuple[Run, list[RunEvent], "set[str] | tuple[str, ...]", "str | None"]
+
+
+def _write_checkpoint(
     run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
 ) -> None:
-    """Write the run's changed fields, its unwritten trace and the session's status at once."""
+    if session is not None:
+        ChatSession.objects.filter(pk=run.session_id).update(
+            status=session, updated_at=timezone.now()
+        )
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in set(fields)})
+    if trace:
+        RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
+
+
+def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
+    """Write many runs' checkpoints in one transaction; each trace is cleared once committed.
+
+    If the transaction fails, nothing of it is written and every caller gets the error (each
+    keeps its trace for the next write, see HostedRun._write).
+    """
     with transaction.atomic():
-        if session is not None:
-            ChatSession.objects.filter(pk=run.session_id).update(
-                status=session, updated_at=timezone.now()
-            )
-        if fields:
-            Run.objects.filter(pk=run.pk).update(
-                **{name: getattr(run, name) for name in set(fields)}
-            )
-        if trace:
-            RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
-    trace.clear()
+        for run, trace, fields, session in checkpoints:
+            _write_checkpoint(run, trace, fields, session)
+    for _, trace, _, _ in checkpoints:
+        trace.clear()
+    return [None] * len(checkpoints)
+
+
+_checkpoints_hop = db_hop(checkpoints_now)
+_checkpoints: PerLoop[GroupCommit[Checkpoint, None]] = PerLoop()
+
+
+async def checkpoint(
+    run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
+) -> None:
+    """Write the run's changed fields, its unwritten trace and the session's status at once.
+
+    In one hop and one transaction with the other runs' checkpoints waiting at that moment.
+    """
+    item: Checkpoint = (run, trace, fields, session)
+    await _checkpoints.get(lambda: GroupCommit(_checkpoints_hop)).submit(item)
 
 
 def _store_partial(
@@ -450,7 +596,21 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
     )
 
 
-@db_hop
-def save_partial(run_pk: int, text: str) -> None:
-    """Checkpoint a run's streaming answer (only while the run is active)."""
-    Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+def save_partials_now(partials: list[tuple[int, str]]) -> list[None | Exception]:
+    """Checkpoint streaming answers (run pk, text so far) of many runs in one transaction.
+
+    Only while each run is active: a finished run's final record is never overwritten.
+    """
+    with transaction.atomic():
+        for run_pk, text in partials:
+            Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+    return [None] * len(partials)
+
+
+_save_partials = db_hop(save_partials_now)
+_partials: PerLoop[GroupCommit[tuple[int, str], None]] = PerLoop()
+
+
+async def save_partial(run_pk: int, text: str) -> None:
+    """Checkpoint a run's streaming answer, in one hop with the others waiting then."""
+    await _partials.get(lambda: GroupCommit(_save_partials)).submit((run_pk, text))

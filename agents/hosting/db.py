@@ -66,32 +66,6 @@ class Refused:
     reason: str
 
 
-def _intake(run: Run, session: ChatSession, input_id: str) -> Intake:
-    """What hosting the run needs besides the run itself, read in the hop that made it.
-
-    The history is read only when the profile stores its sessions (the store would read
-    it first thing); the prices are those in force on the day the run started.
-    """
-    rows = _extension_rows(session.profile_id)
-    if not any(row[0] == BUDGET_KEY for row in rows) and budget_applies_now(
-        session.profile, run.started_by_id or session.owner_id
-    ):
-        rows = (*rows, (BUDGET_KEY, "", True, 100, {}))  # a budget applies: enforce it mid-run
-    stores = any(row[0] == "session_store" and row[2] for row in rows)
-    profile = session.profile
-    return Intake(
-        run,
-        session,
-        rows,
-        input_id,
-        prices=price_in_force_now(
-            profile.provider, profile.model_name, run.started_at or run.created_at
-        ),
-        history=(session_rows(session.pk), run.pk) if stores else None,
-        other_prices=_other_prices(rows, run.started_at or run.created_at),
-    )
-
-
 def _other_prices(
     rows: ExtensionRows, when: datetime | None
 ) -> dict[tuple[str, str], TokenPrices | None]:
@@ -181,7 +155,12 @@ class _BatchReads:
 
 
 def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str) -> Intake:
-    """_intake with the reads the batch shares taken from it."""
+    """What hosting the run needs besides the run itself, read in the hop that made it.
+
+    Reads the runs of one batch share come from ``batch``. The history is read only when
+    the profile stores its sessions (the store would read it first thing); the prices are
+    those in force on the day the run started.
+    """
     profile = session.profile
     user_id = run.started_by_id or session.owner_id
     rows = batch.memo(("rows", profile.pk), lambda: _extension_rows(profile.pk))
@@ -312,7 +291,7 @@ async def create_run(
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
     The one hop of a run's start, shared with the other starts waiting at that moment
-    (agents.hosting.group_commit): the same hop reads what hosting it needs (see _intake).
+    (agents.hosting.group_commit): the same hop reads what hosting it needs (see _intake_in).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
     used up. Nothing a page shows as stored is sent before this commits.
@@ -341,7 +320,7 @@ def claim_run(request_id: str, host: str) -> Intake | None:
     input_id = input_row.message_id if input_row else ""
     if not input_id and run.kind == RunKind.ANSWER:
         input_id = new_uuid7()
-    return _intake(run, session, input_id)
+    return _intake_in(_BatchReads([]), run, session, input_id)  # a batch of one
 
 
 Checkpoint = tuple[Run, list[RunEvent], "set[str] | tuple[str, ...]", "str | None"]

@@ -50,6 +50,7 @@ class RedisFanoutLayer(BaseChannelLayer):
         capacity: int = 1000,
         channel_capacity: dict[str, int] | None = None,
         ready_timeout: float = 1.0,
+        confirm_timeout: float = 5.0,
     ) -> None:
         super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity)
         host = dict((hosts or [{"address": "redis://127.0.0.1:6379/0"}])[0])
@@ -60,7 +61,11 @@ class RedisFanoutLayer(BaseChannelLayer):
         database = urllib.parse.urlsplit(self.address).path.strip("/") or "0"
         self.prefix = f"{prefix}.{database}"
         self.group_expiry = group_expiry
+        # How long a join waits for a subscriber that is reconnecting (an outage: answer
+        # soon), and for Redis to confirm a new subscription on a live connection (a busy
+        # process reads the confirmation late; giving up would mark the page reconnecting).
         self.ready_timeout = ready_timeout
+        self.confirm_timeout = confirm_timeout
         self._loops: dict[asyncio.AbstractEventLoop, _LoopLayer] = {}
 
     def _layer(self) -> _LoopLayer:
@@ -304,7 +309,7 @@ class _LoopLayer:
                 self._confirming.pop(key, None)
                 raise LayerUnreachable(str(exc)) from exc
         try:
-            await asyncio.wait_for(asyncio.shield(confirmed), self.owner.ready_timeout)
+            await asyncio.wait_for(asyncio.shield(confirmed), self.owner.confirm_timeout)
         except TimeoutError:
             raise LayerUnreachable(f"Redis did not confirm the subscription to {key}") from None
 

@@ -456,7 +456,8 @@ async def test_over_redis_with_tabs_reconnecting_every_bubble_is_a_prefix_of_the
     profile = await rows.call(
         rows.create_profile,
         f"prefix-{redis_layer}",
-        provider_settings={"delay": 0.01, "reply_words": 150},
+        # About 4 s of streaming: the six rounds of tabs below open while it lasts.
+        provider_settings={"delay": 0.01, "reply_words": 400},
     )
     session_ids = await rows.call(rows.create_sessions, owner, profile, 4)
     cookie = await alogin(a.url, f"prefix-alice-{redis_layer}")

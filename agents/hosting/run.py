@@ -104,10 +104,6 @@ class HostedRun:
         self.sender: asyncio.Task[None] | None = None
         self._partial_saved_at = time.monotonic()
         self._partial_writer: asyncio.Task[None] | None = None
-        # A checkpoint that can wait (a model call starting): written behind the stream.
-        self._deferred: tuple[set[str], str | None] | None = None
-        self._deferred_timer: asyncio.TimerHandle | None = None
-        self._writer: asyncio.Task[None] | None = None
         self.meter = observability.RunMeter(
             self.profile_name, self.session_id, self.request_id, self.owner_id
         )
@@ -258,78 +254,18 @@ class HostedRun:
         ):
             self._checkpoint_partial()
         if step.checkpoint:
-            if event.type is AgentEventType.MODEL_STARTED:
-                self._defer(step.fields, step.session_status)
-            else:
-                await self._checkpoint(step.fields, step.session_status)
-        elif self._deferred is not None:
-            self._write_behind()  # the event after a model's start: its frames are out
+            await self._checkpoint(step.fields, step.session_status)
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def _defer(self, fields: set[str], session: str | None) -> None:
-        """Hold a checkpoint that need not delay the model: a model call just started.
-
-        The run waits while its events are handled, so writing it now would put an ORM
-        hop between the call's start and its first token. It is written behind the
-        stream once the next event's frames are out, with the next checkpoint, or after
-        ``checkpoint_seconds`` if the model is slow to say anything.
-        """
-        if self._deferred is not None:
-            held, status = self._deferred
-            fields, session = held | fields, session or status
-        self._deferred = (fields, session)
-        if self._deferred_timer is None:
-            self._deferred_timer = asyncio.get_running_loop().call_later(
-                self._settings.checkpoint_seconds, self._write_behind
-            )
-
-    def _take_deferred(self) -> tuple[set[str], str | None]:
-        if self._deferred_timer is not None:
-            self._deferred_timer.cancel()
-            self._deferred_timer = None
-        held, self._deferred = self._deferred, None
-        return held if held is not None else (set(), None)
-
-    def _write_behind(self) -> None:
-        """Start writing the held checkpoint (and the trace so far) without waiting for it."""
-        fields, session = self._take_deferred()
-        if not fields and session is None:
-            return
-        trace = list(self.projection.trace)
-        self.projection.trace.clear()
-        self._writer = asyncio.create_task(
-            self._write(self._writer, trace, fields, session),
-            name=f"zett-checkpoint-{self.request_id}",
-        )
-
-    async def _write(
-        self,
-        before: asyncio.Task[None] | None,
-        trace: list[Any],
-        fields: set[str],
-        session: str | None,
-    ) -> None:
-        if before is not None:
-            await asyncio.wait({before})
-        try:
-            await db.checkpoint(self.run, trace, fields, session)
-        except BaseException:
-            self.projection.trace[:0] = trace  # the next write (or the final one) has them
-            raise
-
-    async def _written(self) -> None:
-        """Wait for the write behind the stream; its failure is the caller's (as if awaited)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            await writer
-
     async def _checkpoint(self, fields: set[str], session: str | None) -> None:
-        """Write a checkpoint now, with any held one, after any write still behind."""
-        held, status = self._take_deferred()
-        await self._written()
-        projection = self.projection
-        await db.checkpoint(self.run, projection.trace, held | fields, session or status)
+        """Write a checkpoint now; the run goes on once it is stored.
+
+        The one at a model call's start is awaited too: written behind the stream, it made
+        the first tokens of many runs starting together wait behind a crowd of writes
+        (`bench/streaming.py`: p99 token latency 31 ms awaited, 57-84 ms behind).
+        """
+        await db.checkpoint(self.run, self.projection.trace, fields, session)
 
     def _checkpoint_partial(self) -> None:
         """Save the streaming answer now and then, without holding up the stream.
@@ -359,14 +295,7 @@ class HostedRun:
             partial = (text, reasoning, {"stopped": status, "by": self.stopped_by})
         finished = projection.finish(status, timezone.now())
         self.meter.finished(status, self.run.error, self.run.cost, self.run.cost_currency)
-        self._take_deferred()  # the final record writes every field and the trace
         session_store.forget(self.request_id)
-        if self._writer is not None:
-            await asyncio.wait({self._writer})  # its trace is back in the projection if it failed
-            if not self._writer.cancelled() and self._writer.exception() is not None:
-                log.warning(
-                    "run %s: checkpoint failed: %s", self.request_id, self._writer.exception()
-                )
         if self._partial_writer is not None and not self._partial_writer.done():
             await asyncio.wait({self._partial_writer})  # the final record comes after it
         try:

@@ -7,7 +7,7 @@ profile per UTC day) in one transaction each. The transaction first locks the us
 the profile's rows (``select_for_update`` on PostgreSQL; SQLite runs write transactions
 one at a time, IMMEDIATE), so two runs reserving at once see each other's reservations.
 
-``start_refusal_now`` is the check before a run is created: a user or profile already at a cap
+``start_refusal_for`` is the check before a run is created: a user or profile already at a cap
 cannot start one, and the message says when the cap resets.
 """
 
@@ -283,16 +283,11 @@ class DatabaseLedger:
 # -- the check before a run starts --------------------------------------------------------
 
 
-def start_refusal_now(session_id: str, user_id: int | None) -> str | None:
-    """Why this user cannot start a run in this session now (a cap is used up), or None."""
-    session = ChatSession.objects.select_related("profile").filter(pk=session_id).first()
-    if session is None:
-        return None
-    return start_refusal_for(session, user_id)
-
-
 def start_refusal_for(session: ChatSession, user_id: int | None) -> str | None:
-    """start_refusal_now for a session already read (with its profile)."""
+    """Why this user cannot start a run in this session now (a cap is used up), or None.
+
+    ``session`` is read with its profile.
+    """
     now = timezone.now()
     for cap in caps_for(user_id if user_id is not None else session.owner_id, session.profile, now):
         spent = cap.spent()

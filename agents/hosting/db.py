@@ -343,7 +343,7 @@ def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
     """Write many runs' checkpoints in one transaction; each trace is cleared once committed.
 
     If the transaction fails, nothing of it is written and every caller gets the error (each
-    keeps its trace for the next write, see HostedRun._write).
+    keeps its trace for the next write).
     """
     with transaction.atomic():
         for run, trace, fields, session in checkpoints:

@@ -254,18 +254,10 @@ class HostedRun:
         ):
             self._checkpoint_partial()
         if step.checkpoint:
-            await self._checkpoint(step.fields, step.session_status)
-
-    # -- checkpoints -------------------------------------------------------------------
-
-    async def _checkpoint(self, fields: set[str], session: str | None) -> None:
-        """Write a checkpoint now; the run goes on once it is stored.
-
-        The one at a model call's start is awaited too: written behind the stream, it made
-        the first tokens of many runs starting together wait behind a crowd of writes
-        (`bench/streaming.py`: p99 token latency 31 ms awaited, 57-84 ms behind).
-        """
-        await db.checkpoint(self.run, self.projection.trace, fields, session)
+            # Awaited, the one at a model call's start too: written behind the stream it put
+            # the first tokens of runs starting together behind a crowd of writes
+            # (bench/streaming.py: p99 token latency 31 ms awaited, 57-84 ms behind).
+            await db.checkpoint(self.run, projection.trace, step.fields, step.session_status)
 
     def _checkpoint_partial(self) -> None:
         """Save the streaming answer now and then, without holding up the stream.

@@ -6,6 +6,14 @@ the OpenTelemetry SDK's TracerProvider and BatchSpanProcessor, as OTEL_EXPORTER_
 sets it up, exporting to an exporter that drops the batches: what is measured is the cost on
 the run's event loop (spans, attributes, events, the processor's queue), not the network.
 Passes alternate off/on; the best of each counts. Target: on keeps at least 90% of off's runs/s.
+A pass with tracing on ends when its processor has handed every span to the exporter
+(``force_flush`` inside the timed window), so the export thread's work is counted.
+
+``--breakdown`` adds a third kind of pass, "spans only": the same extension with a span
+processor that drops each span at ``on_end`` (no queue, no export thread), which separates
+building the spans from handing them to the batch processor. Each kind also reports the
+process's voluntary context switches per run (``getrusage``): the export thread and the
+event loop taking the interpreter lock in turns shows there.
 
 Every span must reach the exporter: the processor's queue holds a whole pass (the SDK's default
 of 2048 overflows at W1's ~10k spans/s whenever its export thread waits for a core, and then
@@ -17,7 +25,7 @@ does (W1 proper has none, so it shows the tracing cost against the runtime's own
 event; with a latency it shows what that cost is next to a model).
 
     .venv/bin/python bench/tracing_overhead.py [--runs 2000] [--repeat 5] [--model-latency 0]
-                                               [--json]
+                                               [--export-batch 512] [--breakdown] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -39,7 +48,7 @@ for path in (str(ROOT), str(BENCH)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export import (  # noqa: E402
     BatchSpanProcessor,
     SpanExporter,
@@ -67,6 +76,16 @@ class Dropping(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+class DropAtEnd(SpanProcessor):
+    """Takes each ended span and keeps nothing: the cost of building spans, alone."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans += 1
+
+
 class PacedModel(W1Model):
     """W1's model, waiting ``latency`` seconds before each call streams."""
 
@@ -87,9 +106,20 @@ def plain_agent(latency: float) -> Agent:
     return Agent(PacedModel(latency), tools=[add], extensions=list(plain.extensions))
 
 
-def traced_agent(exporter: Dropping, runs: int, latency: float = 0.0) -> tuple[Agent, object]:
-    # Room for a whole pass: what is measured is the cost of the spans, not of losing them.
-    processor = BatchSpanProcessor(exporter, max_queue_size=max(2048, runs * SPANS_PER_RUN))
+def traced_agent(
+    exporter: Dropping,
+    runs: int,
+    latency: float = 0.0,
+    processor: SpanProcessor | None = None,
+    export_batch: int = 512,
+) -> tuple[Agent, object]:
+    if processor is None:
+        # Room for a whole pass: what is measured is the cost of the spans, not of losing them.
+        processor = BatchSpanProcessor(
+            exporter,
+            max_queue_size=max(2048, export_batch, runs * SPANS_PER_RUN),
+            max_export_batch_size=export_batch,
+        )
     provider = build_tracer_provider(processor)
     plain = build_agent()
     tracing = TracingExtension(
@@ -100,11 +130,19 @@ def traced_agent(exporter: Dropping, runs: int, latency: float = 0.0) -> tuple[A
     return agent, provider
 
 
-async def timed(agent: Agent, runs: int, tag: str) -> tuple[float, float, int]:
+async def timed(
+    agent: Agent, runs: int, tag: str, provider: object = None
+) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one pass (the spans' export included), and its voluntary
+    context switches."""
     gc.collect()
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     wall, cpu = time.perf_counter(), time.process_time()
-    events = await run_w1(agent, runs, tag)
-    return time.perf_counter() - wall, time.process_time() - cpu, events
+    await run_w1(agent, runs, tag)
+    if provider is not None:
+        provider.force_flush()  # type: ignore[attr-defined]
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
 
 
 async def main(args: argparse.Namespace) -> dict[str, object]:
@@ -114,32 +152,58 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     warm, warm_provider = traced_agent(exporter, args.warmup, latency)
     await run_w1(warm, args.warmup, "warm-on")
     warm_provider.shutdown()  # type: ignore[attr-defined]
-    best: dict[str, tuple[float, float]] = {"off": (float("inf"), float("inf"))}
-    best["on"] = best["off"]
+    kinds = ["off", "on", *(["spans_only"] if args.breakdown else [])]
+    best = {kind: (float("inf"), float("inf")) for kind in kinds}
+    switches: dict[str, list[int]] = {kind: [] for kind in kinds}
     exported: list[int] = []
     for attempt in range(args.repeat):
-        wall, cpu, _ = await timed(plain_agent(latency), args.runs, f"off-{attempt}")
-        best["off"] = (min(best["off"][0], wall), min(best["off"][1], cpu))
-        exporter.spans = 0
-        agent, provider = traced_agent(exporter, args.runs, latency)
-        wall, cpu, _ = await timed(agent, args.runs, f"on-{attempt}")
-        provider.shutdown()  # type: ignore[attr-defined]
-        exported.append(exporter.spans)
-        best["on"] = (min(best["on"][0], wall), min(best["on"][1], cpu))
+        for kind in kinds:
+            provider = None
+            if kind == "off":
+                agent = plain_agent(latency)
+            elif kind == "on":
+                exporter.spans = 0
+                agent, provider = traced_agent(
+                    exporter, args.runs, latency, export_batch=args.export_batch
+                )
+            else:
+                dropper = DropAtEnd()
+                agent, provider = traced_agent(exporter, args.runs, latency, dropper)
+            wall, cpu, switched = await timed(agent, args.runs, f"{kind}-{attempt}", provider)
+            if provider is not None:
+                provider.shutdown()  # type: ignore[attr-defined]
+            if kind == "on":
+                exported.append(exporter.spans)
+            elif kind == "spans_only":
+                exported.append(dropper.spans)  # also counted: every span must have been built
+            best[kind] = (min(best[kind][0], wall), min(best[kind][1], cpu))
+            switches[kind].append(switched)
     rate = {kind: args.runs / wall for kind, (wall, _) in best.items()}
     cpu_rate = {kind: args.runs / cpu for kind, (_, cpu) in best.items()}
+    breakdown = {}
+    if args.breakdown:
+        breakdown = {
+            "spans_only_runs_per_s": round(rate["spans_only"], 1),
+            "spans_only_ratio": round(rate["spans_only"] / rate["off"], 3),
+            "spans_only_cpu_ratio": round(cpu_rate["spans_only"] / cpu_rate["off"], 3),
+        }
     return {
         "runs": args.runs,
         "repeat": args.repeat,
         "model_latency_seconds": latency,
+        "export_batch": args.export_batch,
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version()},
         "off_runs_per_s": round(rate["off"], 1),
         "on_runs_per_s": round(rate["on"], 1),
         "ratio": round(rate["on"] / rate["off"], 3),
         "cpu_ratio": round(cpu_rate["on"] / cpu_rate["off"], 3),
+        **breakdown,
+        "context_switches_per_run": {
+            kind: round(min(counts) / args.runs, 2) for kind, counts in switches.items()
+        },
         "spans_expected_per_pass": args.runs * SPANS_PER_RUN,
         "spans_exported_per_pass": exported,
-        "spans_dropped": sum(args.runs * SPANS_PER_RUN - count for count in exported),
+        "spans_dropped": sum(args.runs * SPANS_PER_RUN - count for count in exported),  # both kinds
         "target": TARGET,
     }
 
@@ -150,6 +214,19 @@ if __name__ == "__main__":
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--model-latency", type=float, default=0.0, metavar="SECONDS")
+    parser.add_argument(
+        "--export-batch",
+        type=int,
+        default=512,
+        metavar="SPANS",
+        help="the batch processor's max_export_batch_size (OTEL_BSP_MAX_EXPORT_BATCH_SIZE; "
+        "the SDK's default is 512)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time passes whose spans are dropped at on_end (building them, alone)",
+    )
     parser.add_argument("--json", action="store_true", help=f"also write {RESULTS}")
     options = parser.parse_args()
     result = asyncio.run(main(options))
@@ -157,8 +234,15 @@ if __name__ == "__main__":
         f"W1 tracing off {result['off_runs_per_s']} runs/s, on {result['on_runs_per_s']} runs/s: "
         f"on/off {result['ratio']} (cpu {result['cpu_ratio']}, target >= {TARGET}); "
         f"spans exported per pass {result['spans_exported_per_pass']} of "
-        f"{result['spans_expected_per_pass']} ({result['spans_dropped']} dropped)"
+        f"{result['spans_expected_per_pass']} ({result['spans_dropped']} dropped); "
+        f"voluntary context switches per run {result['context_switches_per_run']}"
     )
+    if options.breakdown:
+        print(
+            f"spans only (dropped at on_end, no batch processor): "
+            f"{result['spans_only_runs_per_s']} runs/s, on/off {result['spans_only_ratio']} "
+            f"(cpu {result['spans_only_cpu_ratio']})"
+        )
     if options.json:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")

@@ -1109,7 +1109,8 @@ def part_redis(procs: harness.Processes, args: argparse.Namespace, workload: Wor
 # load, and that nothing is dropped: every count must come out exact. Answers are short (the
 # --quick prompt) since only their start and their completeness matter here.
 
-BURST_TTFT_P99_MS = 1000.0
+BURST_TTFT_P99_MS = 500.0  # one process
+BURST_TTFT_P99_MS_REDIS = 1000.0  # two processes, PostgreSQL and Redis
 
 
 async def burst_waves(
@@ -1253,9 +1254,9 @@ def part_burst(procs: harness.Processes, args: argparse.Namespace) -> dict:
             warmup=warm,
         )
         result["two_processes_redis"] = two
-        targets_met[f"ttft p99 < {BURST_TTFT_P99_MS:g} ms (redis)"] = (
+        targets_met[f"ttft p99 < {BURST_TTFT_P99_MS_REDIS:g} ms (redis)"] = (
             two["ttft_ms"]["p99"] or 1e9
-        ) < BURST_TTFT_P99_MS
+        ) < BURST_TTFT_P99_MS_REDIS
         targets_met["every count exact (redis)"] = two["exact"]
     result["targets"] = targets_met
     return result

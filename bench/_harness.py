@@ -128,6 +128,7 @@ class Processes:
             "ZETT_DELTA_BATCH_SECONDS",
             "ZETT_THREAD_SWITCH_SECONDS",
             "ZETT_REDIS_LAYER",
+            "ZETT_MONITOR_INTERVAL_SECONDS",
             "ZETT_DB_HOP_PROFILE",
         ):
             if key in os.environ:

@@ -56,6 +56,7 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
 )
 from runtime_overhead import TOOL_TURNS, W1Model, add, build_agent, run_w1  # noqa: E402
 
+from agents.extensions.span_batches import SpanBatches  # noqa: E402
 from agents.extensions.tracing import TracingExtension, build_tracer_provider  # noqa: E402
 from agents.runtime import Agent, ModelEvent, ModelRequest  # noqa: E402
 
@@ -110,10 +111,14 @@ def traced_agent(
     exporter: Dropping,
     runs: int,
     latency: float = 0.0,
-    processor: SpanProcessor | None = None,
+    processor: SpanProcessor | str | None = None,
     export_batch: int = 512,
+    queue: int | None = None,
 ) -> tuple[Agent, object]:
     if processor is None:
+        # As configure_from_environment sets it up: its defaults but the batch size.
+        processor = SpanBatches(exporter, max_export_batch_size=export_batch, max_queue_size=queue)
+    elif processor == "sdk":
         # Room for a whole pass: what is measured is the cost of the spans, not of losing them.
         processor = BatchSpanProcessor(
             exporter,
@@ -152,7 +157,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     warm, warm_provider = traced_agent(exporter, args.warmup, latency)
     await run_w1(warm, args.warmup, "warm-on")
     warm_provider.shutdown()  # type: ignore[attr-defined]
-    kinds = ["off", "on", *(["spans_only"] if args.breakdown else [])]
+    kinds = ["off", "on", *(["spans_only", "sdk_batch"] if args.breakdown else [])]
     best = {kind: (float("inf"), float("inf")) for kind in kinds}
     switches: dict[str, list[int]] = {kind: [] for kind in kinds}
     exported: list[int] = []
@@ -161,10 +166,15 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             provider = None
             if kind == "off":
                 agent = plain_agent(latency)
-            elif kind == "on":
+            elif kind in ("on", "sdk_batch"):
                 exporter.spans = 0
                 agent, provider = traced_agent(
-                    exporter, args.runs, latency, export_batch=args.export_batch
+                    exporter,
+                    args.runs,
+                    latency,
+                    "sdk" if kind == "sdk_batch" else None,
+                    export_batch=args.export_batch,
+                    queue=args.queue,
                 )
             else:
                 dropper = DropAtEnd()
@@ -172,7 +182,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             wall, cpu, switched = await timed(agent, args.runs, f"{kind}-{attempt}", provider)
             if provider is not None:
                 provider.shutdown()  # type: ignore[attr-defined]
-            if kind == "on":
+            if kind in ("on", "sdk_batch"):
                 exported.append(exporter.spans)
             elif kind == "spans_only":
                 exported.append(dropper.spans)  # also counted: every span must have been built
@@ -186,12 +196,16 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             "spans_only_runs_per_s": round(rate["spans_only"], 1),
             "spans_only_ratio": round(rate["spans_only"] / rate["off"], 3),
             "spans_only_cpu_ratio": round(cpu_rate["spans_only"] / cpu_rate["off"], 3),
+            "sdk_batch_runs_per_s": round(rate["sdk_batch"], 1),
+            "sdk_batch_ratio": round(rate["sdk_batch"] / rate["off"], 3),
+            "sdk_batch_cpu_ratio": round(cpu_rate["sdk_batch"] / cpu_rate["off"], 3),
         }
     return {
         "runs": args.runs,
         "repeat": args.repeat,
         "model_latency_seconds": latency,
         "export_batch": args.export_batch,
+        "queue": args.queue,
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version()},
         "off_runs_per_s": round(rate["off"], 1),
         "on_runs_per_s": round(rate["on"], 1),
@@ -223,6 +237,13 @@ if __name__ == "__main__":
         "the SDK's default is 512)",
     )
     parser.add_argument(
+        "--queue",
+        type=int,
+        default=None,
+        metavar="SPANS",
+        help="SpanBatches' max_queue_size (OTEL_BSP_MAX_QUEUE_SIZE; by default its own, 16384)",
+    )
+    parser.add_argument(
         "--breakdown",
         action="store_true",
         help="also time passes whose spans are dropped at on_end (building them, alone)",
@@ -241,7 +262,9 @@ if __name__ == "__main__":
         print(
             f"spans only (dropped at on_end, no batch processor): "
             f"{result['spans_only_runs_per_s']} runs/s, on/off {result['spans_only_ratio']} "
-            f"(cpu {result['spans_only_cpu_ratio']})"
+            f"(cpu {result['spans_only_cpu_ratio']}); the SDK's BatchSpanProcessor instead: "
+            f"{result['sdk_batch_runs_per_s']} runs/s, on/off {result['sdk_batch_ratio']} "
+            f"(cpu {result['sdk_batch_cpu_ratio']})"
         )
     if options.json:
         RESULTS.parent.mkdir(exist_ok=True)

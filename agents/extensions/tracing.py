@@ -172,9 +172,10 @@ _configure_lock = threading.Lock()
 def configure_from_environment() -> trace.TracerProvider:
     """The process's tracer provider, set up once from the OTEL_* variables.
 
-    An OTLP/HTTP exporter behind a batch processor, the service named by
-    OTEL_SERVICE_NAME; a provider somebody else installed already (for example
-    ``opentelemetry-instrument``) is kept as it is.
+    An OTLP/HTTP exporter behind ``SpanBatches`` (a batch processor whose export thread wakes
+    rarely; the OTEL_BSP_* variables tune it), the service named by OTEL_SERVICE_NAME; a
+    provider somebody else installed already (for example ``opentelemetry-instrument``) is
+    kept as it is.
     """
     with _configure_lock:
         current = trace.get_tracer_provider()
@@ -183,10 +184,11 @@ def configure_from_environment() -> trace.TracerProvider:
         # Imported here: the exporter and its HTTP client load only when tracing is on.
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from .span_batches import SpanBatches
 
         provider = build_tracer_provider(
-            BatchSpanProcessor(OTLPSpanExporter()), resource=Resource.create()
+            SpanBatches(OTLPSpanExporter()), resource=Resource.create()
         )
         trace.set_tracer_provider(provider)
         return trace.get_tracer_provider()

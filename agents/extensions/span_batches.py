@@ -8,7 +8,10 @@ spans a second that is ~20 wakes a second and took some 8% of its throughput. Th
 processor's thread wakes every ``OTEL_BSP_SCHEDULE_DELAY`` milliseconds, or early once the
 queue is half full, and then exports everything queued, in requests of at most
 ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` spans. Ending a span appends it to a deque: no lock, no
-system call.
+system call. The span that wakes the thread early also lets go of the interpreter lock for
+half a millisecond (``HANDOFF_SECONDS``, once per half a queue of spans), so the woken thread
+takes it at once instead of contending for it with a loop that never idles: on W1 that wait
+cost ~1.5% of throughput and the context switches the woken thread makes.
 
 It reads the SDK's OTEL_BSP_* variables; its queue is larger by default (16384 spans, not 2048)
 since it is emptied less often. A full queue drops the spans that do not fit, counts them
@@ -42,6 +45,8 @@ MAX_EXPORT_BATCH_SIZE = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
 DEFAULT_SCHEDULE_DELAY_MILLIS = 5000
 DEFAULT_MAX_QUEUE_SIZE = 16384
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 512
+#: How long the span that wakes the export thread early sleeps, leaving it the interpreter lock.
+HANDOFF_SECONDS = 0.0005
 
 
 def _setting(value: int | None, variable: str, default: int) -> int:
@@ -135,6 +140,7 @@ class SpanBatches(SpanProcessor):
         if size >= self._wake_at and not self._waking:
             self._waking = True
             self._wake.set()
+            time.sleep(HANDOFF_SECONDS)  # the lock to the woken thread, now (module docstring)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export every span queued now, on this thread; False if the time ran out first."""

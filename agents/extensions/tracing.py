@@ -14,7 +14,6 @@ they may hold personal data.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import random
@@ -109,19 +108,20 @@ class TracingSettings(BaseModel):
 
 # -- trace ids: the request id, when the provider lets us choose ---------------------------
 
-_NEXT_TRACE_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "zett_next_trace_id", default=None
-)
-
 
 class RequestTraceIds(IdGenerator):
-    """Random ids, except that the span a run starts gets its request id as trace id."""
+    """Random ids; with it, the span a run starts gets its request id as trace id.
+
+    The choice is the extension's: it gives a run's invoke_agent span ``trace_id_of`` its
+    request id when the tracer's id generator is one of these, and asks the generator
+    otherwise. Every other span (and a request id that is no UUID) gets a random id.
+    """
 
     def generate_span_id(self) -> int:
         return random.getrandbits(64) or 1
 
     def generate_trace_id(self) -> int:
-        return _NEXT_TRACE_ID.get() or random.getrandbits(128) or 1
+        return random.getrandbits(128) or 1
 
 
 def trace_id_of(request_id: str) -> int | None:
@@ -206,7 +206,6 @@ def configure_from_environment() -> trace.TracerProvider:
 
 _UNSET = Status(StatusCode.UNSET)
 _ALWAYS_ON = (sampling.ALWAYS_ON, sampling.DEFAULT_ON)
-_SAMPLED = sampling.SamplingResult(sampling.Decision.RECORD_AND_SAMPLE)  # what they decide
 _NO_EVENTS: tuple[Event, ...] = ()
 
 
@@ -256,8 +255,11 @@ class _Export:
         "always_sampled",
         "instrumentation_info",
         "new_span_id",
+        "new_trace_id",
         "on_end",
+        "request_ids",
         "resource",
+        "sampled_flags",
         "scope",
     )
 
@@ -270,6 +272,13 @@ class _Export:
         self.resource = tracer.resource
         self.instrumentation_info = tracer.instrumentation_info
         self.scope = tracer._instrumentation_scope  # noqa: SLF001 -- the SDK's own spans carry it
+        ids = tracer.id_generator
+        self.new_trace_id = ids.generate_trace_id
+        self.request_ids = isinstance(ids, RequestTraceIds)  # a run's trace id is its request id
+        flags = TraceFlags.SAMPLED
+        if ids.is_trace_id_random():
+            flags |= TraceFlags.RANDOM_TRACE_ID
+        self.sampled_flags = TraceFlags(flags)  # what every root span of a sampled run carries
 
 
 @dataclass(slots=True, eq=False)
@@ -319,9 +328,6 @@ class _RunSpans:
                 export.scope,
             )
         )
-
-    def span_context(self, span: _Pending) -> SpanContext:
-        return span.context
 
     def end_open(self, error_type: str, error: BaseException | None = None) -> None:
         """End the chat and execute_tool spans a failed or cancelled run leaves open."""
@@ -414,38 +420,26 @@ class TracingExtension(AgentExtension):
         user = context.input_message.attributes.get("by")
         if user:
             attributes[USER_ID] = str(user)
-        ids = tracer.id_generator
-        token = _NEXT_TRACE_ID.set(trace_id_of(context.request_id))
-        try:
-            trace_id = ids.generate_trace_id()
-        finally:
-            _NEXT_TRACE_ID.reset(token)
+        export: _Export = self._export  # type: ignore[assignment]  # set with the tracer
+        trace_id = (export.request_ids and trace_id_of(context.request_id)) or export.new_trace_id()
         name = self._root_name
-        sampled = (
-            _SAMPLED
-            if self._export.always_sampled  # type: ignore[union-attr]  # set with the tracer
-            else tracer.sampler.should_sample(_EMPTY, trace_id, name, SpanKind.INTERNAL, attributes)
-        )
-        decision = sampled.decision
-        flags = TraceFlags.SAMPLED if decision.is_sampled() else TraceFlags.DEFAULT
-        if ids.is_trace_id_random():
-            flags |= TraceFlags.RANDOM_TRACE_ID
-        if sampled.attributes:
-            attributes.update(sampled.attributes)
-        trace_flags = TraceFlags(flags)
-        root_context = SpanContext(
-            trace_id, ids.generate_span_id(), False, trace_flags, sampled.trace_state
-        )
+        if export.always_sampled:
+            trace_flags, trace_state, recording = export.sampled_flags, None, True
+        else:
+            sampled = tracer.sampler.should_sample(
+                _EMPTY, trace_id, name, SpanKind.INTERNAL, attributes
+            )
+            decision = sampled.decision
+            flags = TraceFlags.SAMPLED if decision.is_sampled() else TraceFlags.DEFAULT
+            if tracer.id_generator.is_trace_id_random():
+                flags |= TraceFlags.RANDOM_TRACE_ID
+            if sampled.attributes:
+                attributes.update(sampled.attributes)
+            trace_flags, trace_state = TraceFlags(flags), sampled.trace_state
+            recording = decision.is_recording()
+        root_context = SpanContext(trace_id, export.new_span_id(), False, trace_flags, trace_state)
         root = _Pending(name, SpanKind.INTERNAL, root_context, time.time_ns(), attributes)
-        spans = _RunSpans(
-            self._export,  # type: ignore[arg-type]  # set with the tracer
-            trace_id,
-            trace_flags,
-            sampled.trace_state,
-            decision.is_recording(),
-            root,
-            root_context,
-        )
+        spans = _RunSpans(export, trace_id, trace_flags, trace_state, recording, root, root_context)
         context.metadata[_STATE_KEY] = spans
 
     async def on_success(self, context: AgentRunContext, result: AssistantMessage) -> None:
@@ -564,7 +558,7 @@ class TracingExtension(AgentExtension):
         span = spans.tools.get(call.id) if spans is not None else None
         if span is None:
             return await call_next(call)
-        current = NonRecordingSpan(spans.span_context(span))  # type: ignore[union-attr]
+        current = NonRecordingSpan(span.context)
         token = otel_context.attach(trace.set_span_in_context(current))
         try:
             return await call_next(call)

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from .admin_schema import Entries, SchemaSettingsField
-from .extensions.tracing import request_id_of_trace
+from .extensions.tracer_provider import request_id_of_trace
 from .models import (
     AgentProfile,
     BudgetCharge,

@@ -32,11 +32,8 @@ from ..extensions.settings import (
 )
 from ..extensions.steering import SteeringExtension
 from ..extensions.summary_compaction import SummaryCompactionExtension
-from ..extensions.tracing import (
-    TracingExtension,
-    TracingSettings,
-    configure_from_environment,
-)
+from ..extensions.tracer_provider import configure_from_environment
+from ..extensions.tracing import TracingExtension, TracingSettings
 from ..runtime import Agent, AgentExtension
 from ..runtime.extension import HOOK_NAMES, overrides, sort_by_priority
 from ..runtime.tools import describe_validation

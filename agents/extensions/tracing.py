@@ -32,13 +32,13 @@ from opentelemetry.sdk.trace import (
     sampling,
 )
 from opentelemetry.trace import (
+    Link,
     NonRecordingSpan,
     SpanContext,
     SpanKind,
     Status,
     StatusCode,
     TraceFlags,
-    TraceState,
 )
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -107,8 +107,8 @@ class TracingSettings(BaseModel):
 
 # -- one request's spans ---------------------------------------------------------------------
 #
-# Spans are recorded in plain objects while the run goes on and handed to the tracer's span
-# processor as finished SDK ReadableSpans when each ends: the SDK's live Span (locks,
+# Spans are recorded in ReadableSpans of our own while the run goes on (fields set in place,
+# no locks) and handed to the tracer's span processor when each ends: the SDK's live Span (locks,
 # bounded attribute maps, per-call validation) costs some 20 µs a span, which is more than
 # the whole runtime spends on a dozen events. What a processor sees is what the SDK would
 # have given it at on_end; on_start is not called (batch, simple and exporting processors
@@ -118,26 +118,53 @@ class TracingSettings(BaseModel):
 _UNSET = Status(StatusCode.UNSET)
 _ALWAYS_ON = (sampling.ALWAYS_ON, sampling.DEFAULT_ON)
 _NO_EVENTS: tuple[Event, ...] = ()
+_NO_LINKS: tuple[Link, ...] = ()
+_SPAN_ID_LIMIT = 1 << 64
+_new_tuple = tuple.__new__
 
 
-@dataclass(slots=True, eq=False)
-class _Pending:
-    """A span under way: what its ReadableSpan will be built from when it ends."""
+def _child_context(parent: SpanContext, span_id: int) -> SpanContext:
+    """``SpanContext(parent.trace_id, span_id, False, parent.trace_flags, parent.trace_state)``.
 
-    name: str
-    kind: SpanKind
-    context: SpanContext  # built once, for the ReadableSpan and for making the span current
-    start: int
-    attributes: dict[str, Any]
-    events: list[Event] | None = None
-    status: Status = _UNSET
+    What SpanContext's constructor builds (a tuple, its validity last), without the call:
+    the parent's trace id, flags and state were checked when the root was built.
+    """
+    valid = parent[5] and 0 < span_id < _SPAN_ID_LIMIT
+    return _new_tuple(SpanContext, (parent[0], span_id, False, parent[3], parent[4], valid))
+
+
+class _Span(ReadableSpan):
+    """A span under way, handed to the span processor as the finished span when it ends.
+
+    The fields are those ReadableSpan's constructor sets (its properties read them); the
+    end time is set when the span ends, and events are added as they happen.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kind: SpanKind,
+        context: SpanContext,
+        parent: SpanContext | None,
+        attributes: dict[str, Any],
+        export: _Export,
+    ) -> None:
+        self._name = name
+        self._kind = kind
+        self._context = context  # also what makes an execute_tool span current
+        self._parent = parent
+        self._attributes = attributes
+        self._events = _NO_EVENTS
+        self._links = _NO_LINKS
+        self._status = _UNSET
+        self._resource = export.resource
+        self._instrumentation_info = export.instrumentation_info
+        self._instrumentation_scope = export.scope
+        self._start_time = time.time_ns()
+        self._end_time = None
 
     def add_event(self, name: str, attributes: dict[str, Any]) -> None:
-        event = Event(name, attributes, time.time_ns())
-        if self.events is None:
-            self.events = [event]
-        else:
-            self.events.append(event)
+        self._events = (*self._events, Event(name, attributes, time.time_ns()))
 
     def record_exception(self, error: BaseException) -> None:
         kind = type(error)
@@ -155,8 +182,8 @@ class _Pending:
         )
 
     def fail(self, error_type: str, description: str | None = None) -> None:
-        self.attributes[ERROR_TYPE] = error_type
-        self.status = Status(StatusCode.ERROR, description or error_type)
+        self._attributes[ERROR_TYPE] = error_type
+        self._status = Status(StatusCode.ERROR, description or error_type)
 
 
 class _Export:
@@ -195,50 +222,29 @@ class _Export:
 @dataclass(slots=True, eq=False)
 class _RunSpans:
     export: _Export
-    trace_id: int
-    flags: TraceFlags
-    trace_state: TraceState | None
     recording: bool  # the sampler's decision: hand ended spans to the processor or not
-    root: _Pending
+    root: _Span
     context: SpanContext  # the root's, parent of the chat and execute_tool spans
-    tools: dict[str, _Pending] = field(default_factory=dict)  # open execute_tool spans by call id
-    chat: _Pending | None = None  # the chat span of the model call under way
+    tools: dict[str, _Span] = field(default_factory=dict)  # open execute_tool spans by call id
+    chat: _Span | None = None  # the chat span of the model call under way
     chat_started: float = 0.0  # time.monotonic() when it opened, for its time to first chunk
 
     def time_first_chunk(self, state: AgentState) -> None:
         """Give the open chat span its time to first chunk, once its stream sent one."""
         chat, first = self.chat, state.first_chunk_at
         if chat is not None and first is not None:
-            chat.attributes[TIME_TO_FIRST_CHUNK] = first - self.chat_started
+            chat._attributes[TIME_TO_FIRST_CHUNK] = first - self.chat_started
 
-    def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Pending:
-        context = SpanContext(
-            self.trace_id, self.export.new_span_id(), False, self.flags, self.trace_state
-        )
-        return _Pending(name, kind, context, time.time_ns(), attributes)
+    def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Span:
+        export, parent = self.export, self.context
+        context = _child_context(parent, export.new_span_id())
+        return _Span(name, kind, context, parent, attributes, export)
 
-    def end(self, span: _Pending, parent: SpanContext | None) -> None:
+    def end(self, span: _Span) -> None:
         """Hand the ended span to the tracer's span processor, as the SDK's Span.end does."""
-        if not self.recording:
-            return
-        export = self.export
-        export.on_end(
-            ReadableSpan(
-                span.name,
-                span.context,
-                parent,
-                export.resource,
-                span.attributes,
-                _NO_EVENTS if span.events is None else tuple(span.events),
-                (),
-                span.kind,
-                export.instrumentation_info,
-                span.status,
-                span.start,
-                time.time_ns(),
-                export.scope,
-            )
-        )
+        span._end_time = time.time_ns()  # as the SDK's Span.end does
+        if self.recording:
+            self.export.on_end(span)
 
     def end_open(self, error_type: str, error: BaseException | None = None) -> None:
         """End the chat and execute_tool spans a failed or cancelled run leaves open."""
@@ -247,7 +253,7 @@ class _RunSpans:
             if error is not None and span is chat:
                 span.record_exception(error)
             span.fail(error_type)
-            self.end(span, self.context)
+            self.end(span)
         self.tools.clear()
 
 
@@ -349,8 +355,8 @@ class TracingExtension(AgentExtension):
             trace_flags, trace_state = TraceFlags(flags), sampled.trace_state
             recording = decision.is_recording()
         root_context = SpanContext(trace_id, export.new_span_id(), False, trace_flags, trace_state)
-        root = _Pending(name, SpanKind.INTERNAL, root_context, time.time_ns(), attributes)
-        spans = _RunSpans(export, trace_id, trace_flags, trace_state, recording, root, root_context)
+        root = _Span(name, SpanKind.INTERNAL, root_context, None, attributes, export)
+        spans = _RunSpans(export, recording, root, root_context)
         context.metadata[_STATE_KEY] = spans
 
     async def on_success(self, context: AgentRunContext, result: AssistantMessage) -> None:
@@ -398,15 +404,15 @@ class TracingExtension(AgentExtension):
             spans.root.add_event(
                 "zett.cancelled", {"zett.reason": event.reason} if event.reason else {}
             )
-            spans.root.attributes[ERROR_TYPE] = "cancelled"
+            spans.root._attributes[ERROR_TYPE] = "cancelled"
             self._end_run(context, spans, "cancelled")
 
     def _end_run(self, context: AgentRunContext, spans: _RunSpans, status: str) -> None:
-        attributes = spans.root.attributes
+        attributes = spans.root._attributes
         attributes[RUN_STATUS] = status
         attributes[ITERATION] = context.state.iteration
         _usage_into(attributes, context.state.usage)
-        spans.end(spans.root, None)
+        spans.end(spans.root)
 
     # -- model calls --------------------------------------------------------------------
 
@@ -436,12 +442,12 @@ class TracingExtension(AgentExtension):
             return
         spans.time_first_chunk(context.state)
         span, spans.chat = spans.chat, None
-        attributes = span.attributes
+        attributes = span._attributes
         attributes[FINISH_REASONS] = _finish_reasons(response.finish_reason)
         if self.model:
             attributes[RESPONSE_MODEL] = self.model
         _usage_into(attributes, response.usage)
-        spans.end(span, spans.context)
+        spans.end(span)
 
     # -- tool calls ---------------------------------------------------------------------
 
@@ -469,7 +475,7 @@ class TracingExtension(AgentExtension):
         span = spans.tools.get(call.id) if spans is not None else None
         if span is None:
             return await call_next(call)
-        current = NonRecordingSpan(span.context)
+        current = NonRecordingSpan(span._context)
         token = otel_context.attach(trace.set_span_in_context(current))
         try:
             return await call_next(call)
@@ -495,16 +501,16 @@ class TracingExtension(AgentExtension):
         if question:
             span.add_event("zett.question", {"zett.outcome": str(question), **_by(attributes)})
         if self.settings.capture_content:
-            span.attributes[TOOL_RESULT] = self._bounded(result.content)
+            span._attributes[TOOL_RESULT] = self._bounded(result.content)
         if result.is_error:
             error_type = type(error).__name__ if error is not None else "tool_error"
             if error is not None:
                 span.record_exception(error)
-            span.attributes[TOOL_STATUS] = "failed"
+            span._attributes[TOOL_STATUS] = "failed"
             span.fail(error_type)
         else:
-            span.attributes[TOOL_STATUS] = "completed"
-        spans.end(span, spans.context)  # type: ignore[union-attr]
+            span._attributes[TOOL_STATUS] = "completed"
+        spans.end(span)  # type: ignore[union-attr]
 
     def _bounded(self, value: Any) -> Any:
         """Content cut to OTEL_(SPAN_)ATTRIBUTE_VALUE_LENGTH_LIMIT, as the SDK would."""

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from agents.extensions.approval import APPROVAL_EVENT, APPROVAL_REQUESTED, ToolApprovalExtension
 from agents.extensions.steering import STEER_EVENT, SteeringExtension
@@ -108,6 +108,11 @@ async def test_a_run_with_an_approved_tool_call_exports_its_spans_with_parents_a
     for child in (first_chat, second_chat, tool_span):
         assert child.parent is not None and child.parent.span_id == root.context.span_id
         assert child.context.trace_id == root.context.trace_id
+        # Exactly what the SDK's SpanContext makes (the extension builds the tuple itself).
+        ctx = child.context
+        assert ctx == SpanContext(ctx.trace_id, ctx.span_id, False, root.context.trace_flags)
+        assert ctx.is_valid and not ctx.is_remote and ctx.trace_state == root.context.trace_state
+        assert ctx.trace_flags.sampled and ctx.span_id != root.context.span_id
     assert dict(root.attributes or {}) == {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "Weather",

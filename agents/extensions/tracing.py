@@ -223,8 +223,7 @@ class _Export:
 class _RunSpans:
     export: _Export
     recording: bool  # the sampler's decision: hand ended spans to the processor or not
-    root: _Span
-    context: SpanContext  # the root's, parent of the chat and execute_tool spans
+    root: _Span  # its context is the parent of the chat and execute_tool spans
     tools: dict[str, _Span] = field(default_factory=dict)  # open execute_tool spans by call id
     chat: _Span | None = None  # the chat span of the model call under way
     chat_started: float = 0.0  # time.monotonic() when it opened, for its time to first chunk
@@ -236,7 +235,7 @@ class _RunSpans:
             chat._attributes[TIME_TO_FIRST_CHUNK] = first - self.chat_started
 
     def child(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> _Span:
-        export, parent = self.export, self.context
+        export, parent = self.export, self.root._context
         context = _child_context(parent, export.new_span_id())
         return _Span(name, kind, context, parent, attributes, export)
 
@@ -356,7 +355,7 @@ class TracingExtension(AgentExtension):
             recording = decision.is_recording()
         root_context = SpanContext(trace_id, export.new_span_id(), False, trace_flags, trace_state)
         root = _Span(name, SpanKind.INTERNAL, root_context, None, attributes, export)
-        spans = _RunSpans(export, recording, root, root_context)
+        spans = _RunSpans(export, recording, root)
         context.metadata[_STATE_KEY] = spans
 
     async def on_success(self, context: AgentRunContext, result: AssistantMessage) -> None:

@@ -5,7 +5,8 @@ accumulator plus five extensions overriding every hook). "On" adds the TracingEx
 the OpenTelemetry SDK's TracerProvider and BatchSpanProcessor, as OTEL_EXPORTER_OTLP_ENDPOINT
 sets it up, exporting to an exporter that drops the batches: what is measured is the cost on
 the run's event loop (spans, attributes, events, the processor's queue), not the network.
-Passes alternate off/on; the best of each counts. Target: on keeps at least 90% of off's runs/s.
+Passes alternate off/on, in reverse order every other round (so no kind always follows the
+same one); the best of each counts. Target: on keeps at least 90% of off's runs/s.
 A pass with tracing on ends when its processor has handed every span to the exporter
 (``force_flush`` inside the timed window), so the export thread's work is counted.
 
@@ -37,9 +38,11 @@ import json
 import os
 import platform
 import resource
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
+from operator import truediv
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -135,19 +138,32 @@ def traced_agent(
     return agent, provider
 
 
+def stolen_seconds() -> float:
+    """CPU time the hypervisor gave other guests, all of this machine's CPUs (Linux's
+    /proc/stat "steal"; 0 elsewhere): a pass that has some ran on a busy host."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return 0.0
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 async def timed(
     agent: Agent, runs: int, tag: str, provider: object = None
-) -> tuple[float, float, int]:
-    """Wall and CPU seconds of one pass (the spans' export included), and its voluntary
-    context switches."""
+) -> tuple[float, float, int, float]:
+    """Wall and CPU seconds of one pass (the spans' export included), its voluntary
+    context switches and the CPU seconds stolen from the machine meanwhile."""
     gc.collect()
     switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+    stolen = stolen_seconds()
     wall, cpu = time.perf_counter(), time.process_time()
     await run_w1(agent, runs, tag)
     if provider is not None:
         provider.force_flush()  # type: ignore[attr-defined]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
+    switched = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
+    return wall, cpu, switched, stolen_seconds() - stolen
 
 
 async def main(args: argparse.Namespace) -> dict[str, object]:
@@ -160,9 +176,11 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     kinds = ["off", "on", *(["spans_only", "sdk_batch"] if args.breakdown else [])]
     best = {kind: (float("inf"), float("inf")) for kind in kinds}
     switches: dict[str, list[int]] = {kind: [] for kind in kinds}
+    walls: dict[str, list[float]] = {kind: [] for kind in kinds}  # every pass, by round
+    stolen: dict[str, float] = dict.fromkeys(kinds, 0.0)
     exported: list[int] = []
     for attempt in range(args.repeat):
-        for kind in kinds:
+        for kind in kinds if attempt % 2 == 0 else kinds[::-1]:
             provider = None
             if kind == "off":
                 agent = plain_agent(latency)
@@ -179,7 +197,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             else:
                 dropper = DropAtEnd()
                 agent, provider = traced_agent(exporter, args.runs, latency, dropper)
-            wall, cpu, switched = await timed(agent, args.runs, f"{kind}-{attempt}", provider)
+            wall, cpu, switched, lost = await timed(agent, args.runs, f"{kind}-{attempt}", provider)
             if provider is not None:
                 provider.shutdown()  # type: ignore[attr-defined]
             if kind in ("on", "sdk_batch"):
@@ -188,6 +206,15 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 exported.append(dropper.spans)  # also counted: every span must have been built
             best[kind] = (min(best[kind][0], wall), min(best[kind][1], cpu))
             switches[kind].append(switched)
+            walls[kind].append(wall)
+            stolen[kind] += lost
+    # Each round's off pass against the same round's other passes, the median over rounds:
+    # a host that slows for seconds at a time slows both passes of a round alike.
+    paired = {
+        kind: round(statistics.median(map(truediv, walls["off"], walls[kind])), 3)
+        for kind in kinds
+        if kind != "off"
+    }
     rate = {kind: args.runs / wall for kind, (wall, _) in best.items()}
     cpu_rate = {kind: args.runs / cpu for kind, (_, cpu) in best.items()}
     breakdown = {}
@@ -211,6 +238,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         "on_runs_per_s": round(rate["on"], 1),
         "ratio": round(rate["on"] / rate["off"], 3),
         "cpu_ratio": round(cpu_rate["on"] / cpu_rate["off"], 3),
+        "paired_ratio_median": paired,
+        "stolen_cpu_seconds": {kind: round(value, 2) for kind, value in stolen.items()},
         **breakdown,
         "context_switches_per_run": {
             kind: round(min(counts) / args.runs, 2) for kind, counts in switches.items()
@@ -257,6 +286,10 @@ if __name__ == "__main__":
         f"spans exported per pass {result['spans_exported_per_pass']} of "
         f"{result['spans_expected_per_pass']} ({result['spans_dropped']} dropped); "
         f"voluntary context switches per run {result['context_switches_per_run']}"
+    )
+    print(
+        f"median over rounds of each round's off/other pass ratio {result['paired_ratio_median']}; "
+        f"CPU seconds stolen by the host during the passes {result['stolen_cpu_seconds']}"
     )
     if options.breakdown:
         print(

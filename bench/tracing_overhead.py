@@ -2,9 +2,10 @@
 
 W1 is runtime_overhead.py's workload (three turns, 20 deltas each, two tool calls, the
 accumulator plus five extensions overriding every hook). "On" adds the TracingExtension with
-the OpenTelemetry SDK's TracerProvider and BatchSpanProcessor, as OTEL_EXPORTER_OTLP_ENDPOINT
-sets it up, exporting to an exporter that drops the batches: what is measured is the cost on
-the run's event loop (spans, attributes, events, the processor's queue), not the network.
+the OpenTelemetry SDK's TracerProvider and our SpanBatches processor, as
+OTEL_EXPORTER_OTLP_ENDPOINT sets it up (``--breakdown`` adds the SDK's BatchSpanProcessor),
+exporting to an exporter that drops the batches: what is measured is the cost on the run's
+event loop (spans, attributes, events, the processor's queue), not the network.
 Passes alternate off/on, in reverse order every other round (so no kind always follows the
 same one); the best of each counts. Target: on keeps at least 90% of off's runs/s.
 A pass with tracing on ends when its processor has handed every span to the exporter

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, F, Max, Q, TextField, Value, When
 from django.utils import timezone
 
 from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_for
@@ -144,6 +144,8 @@ class _BatchReads:
             .annotate(last=Max("seq"))
         }
         self._memo: dict[tuple[Any, ...], Any] = {}
+        # Sessions' message rows read together for many starts (see read_histories).
+        self.histories: dict[str, list[Message]] = {}
 
     def memo(self, key: tuple[Any, ...], read: Any) -> Any:
         if key not in self._memo:
@@ -152,6 +154,27 @@ class _BatchReads:
 
     def next_seq(self, session_id: str) -> int:
         return self.last_seq.get(session_id, 0) + 1
+
+    def extension_rows(self, profile_pk: int) -> ExtensionRows:
+        return self.memo(("rows", profile_pk), lambda: _extension_rows(profile_pk))
+
+    def stores(self, session: ChatSession) -> bool:
+        """Whether the session's profile stores its sessions (the store reads the history)."""
+        rows = self.extension_rows(session.profile.pk)
+        return any(row[0] == "session_store" and row[2] for row in rows)
+
+    def read_histories(self, session_ids: list[str]) -> None:
+        """The message rows of these sessions in order, in one query (for history_of)."""
+        if not session_ids:
+            return
+        for session_id in session_ids:
+            self.histories[session_id] = []
+        for row in Message.objects.filter(session_id__in=session_ids).order_by("session_id", "seq"):
+            self.histories[row.session_id].append(row)
+
+    def history_of(self, session_id: str) -> list[Message]:
+        rows = self.histories.get(session_id)
+        return rows if rows is not None else session_rows(session_id)
 
 
 def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str) -> Intake:
@@ -163,18 +186,18 @@ def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str
     """
     profile = session.profile
     user_id = run.started_by_id or session.owner_id
-    rows = batch.memo(("rows", profile.pk), lambda: _extension_rows(profile.pk))
+    rows = batch.extension_rows(profile.pk)
     if not any(row[0] == BUDGET_KEY for row in rows) and batch.memo(
         ("budget", profile.pk, user_id), lambda: budget_applies_now(profile, user_id)
     ):
         rows = (*rows, (BUDGET_KEY, "", True, 100, {}))  # a budget applies: enforce it mid-run
-    stores = any(row[0] == "session_store" and row[2] for row in rows)
+    stores = batch.stores(session)
     when = run.started_at or run.created_at
     prices = batch.memo(
         ("prices", profile.provider, profile.model_name, timezone.localdate(when)),
         lambda: price_in_force_now(profile.provider, profile.model_name, when),
     )
-    history = (session_rows(session.pk), run.pk) if stores else None
+    history = (batch.history_of(session.pk), run.pk) if stores else None
     other = batch.memo(
         ("other", profile.pk, timezone.localdate(when)), lambda: _other_prices(rows, when)
     )
@@ -183,7 +206,8 @@ def _intake_in(batch: _BatchReads, run: Run, session: ChatSession, input_id: str
     )
 
 
-def _create_one(batch: _BatchReads, request: StartRequest) -> Started:
+def _refused(batch: _BatchReads, request: StartRequest) -> Started | None:
+    """Why this start makes no run ("missing", "disabled", a Refused), or None: it may."""
     session = batch.sessions.get(request.session_id)
     if session is None:
         return "missing"
@@ -194,42 +218,119 @@ def _create_one(batch: _BatchReads, request: StartRequest) -> Started:
         ("refusal", user_id if user_id is not None else session.owner_id, session.profile_id),
         lambda: start_refusal_for(session, user_id),
     )
-    if refusal is not None:
-        return Refused(refusal)
+    return Refused(refusal) if refusal is not None else None
+
+
+def _new_run(session: ChatSession, request: StartRequest, now: datetime) -> Run:
+    host = request.host
+    return Run(
+        session=session,
+        profile=session.profile,
+        started_by_id=request.user_id,
+        input_text=request.text,
+        kind=request.kind,
+        status=RunStatus.RUNNING if host else RunStatus.QUEUED,
+        phase="created",
+        host=host,
+        heartbeat_at=now,
+        created_at=now,
+        started_at=now if host else None,
+    )
+
+
+def _input_message(
+    session: ChatSession, run: Run, seq: int, input_id: str, request: StartRequest, now: datetime
+) -> Message:
+    return Message(
+        session=session,
+        run=run,
+        seq=seq,
+        message_id=input_id,
+        role=Role.USER,
+        content=request.text,
+        attributes={"by": request.by},
+        created_at=now,
+    )
+
+
+def _create_all(batch: _BatchReads, requests: list[StartRequest]) -> list[Started] | None:
+    """The batch's runs in a few statements, not a savepoint and three writes per start.
+
+    One INSERT of the runs, one of their input messages, one UPDATE of the sessions (one
+    more for each that gets its title). None, with nothing written, when one of them breaks
+    a constraint (another run of its session is active), when two starts are for one
+    session, or when the database cannot hand back the new rows' keys: the caller then
+    makes each on its own savepoint, which gives every start its own result.
+    """
+    if not connection.features.can_return_rows_from_bulk_insert:
+        return None
+    results: list[Started | None] = [_refused(batch, request) for request in requests]
+    starts = [
+        (index, request, batch.sessions[request.session_id])
+        for index, request in enumerate(requests)
+        if results[index] is None
+    ]
+    if len({session.pk for _, _, session in starts}) < len(starts):
+        return None
     now = timezone.now()
-    host, kind = request.host, request.kind
-    input_id = new_uuid7() if kind == RunKind.ANSWER else ""
+    runs = [_new_run(session, request, now) for _, request, session in starts]
+    inputs: list[str] = []
+    seqs: dict[str, int] = {}
+    messages: list[Message] = []
+    titled: dict[str, str] = {}
+    try:
+        with transaction.atomic():  # a savepoint: a failure here leaves nothing behind
+            Run.objects.bulk_create(runs)
+            for (_, request, session), run in zip(starts, runs, strict=True):
+                input_id = new_uuid7() if request.kind == RunKind.ANSWER else ""
+                inputs.append(input_id)
+                if input_id:
+                    seqs[session.pk] = seq = batch.next_seq(session.pk)
+                    messages.append(_input_message(session, run, seq, input_id, request, now))
+                if request.title is not None and not session.title:
+                    titled[session.pk] = request.title
+            Message.objects.bulk_create(messages)
+            for hosted in (True, False):
+                pks = [s.pk for _, r, s in starts if bool(r.host) is hosted and s.pk not in titled]
+                if pks:
+                    ChatSession.objects.filter(pk__in=pks).update(**_session_fields(hosted, now))
+            for _, request, session in starts:
+                if session.pk in titled:
+                    ChatSession.objects.filter(pk=session.pk).update(
+                        title=titled[session.pk], **_session_fields(bool(request.host), now)
+                    )
+    except IntegrityError:
+        return None
+    batch.last_seq.update(seqs)
+    batch.read_histories([session.pk for _, _, session in starts if batch.stores(session)])
+    for (index, _, session), run, input_id in zip(starts, runs, inputs, strict=True):
+        if session.pk in titled:
+            session.title = titled[session.pk]
+        results[index] = _intake_in(batch, run, session, input_id)
+    return results  # type: ignore[return-value]  # every None was replaced
+
+
+def _session_fields(hosted: bool, now: datetime) -> dict[str, Any]:
+    """What a start writes on its session: its time, and "running" when it is hosted now."""
+    return {"updated_at": now, "status": SessionStatus.RUNNING} if hosted else {"updated_at": now}
+
+
+def _create_one(batch: _BatchReads, request: StartRequest) -> Started:
+    refused = _refused(batch, request)
+    if refused is not None:
+        return refused
+    session = batch.sessions[request.session_id]
+    now = timezone.now()
+    input_id = new_uuid7() if request.kind == RunKind.ANSWER else ""
     try:
         with transaction.atomic():  # a savepoint: one start failing leaves the others be
-            run = Run.objects.create(
-                session=session,
-                profile=session.profile,
-                started_by_id=user_id,
-                input_text=request.text,
-                kind=kind,
-                status=RunStatus.RUNNING if host else RunStatus.QUEUED,
-                phase="created",
-                host=host,
-                heartbeat_at=now,
-                created_at=now,
-                started_at=now if host else None,
-            )
+            run = _new_run(session, request, now)
+            run.save(force_insert=True)
             if input_id:
                 seq = batch.next_seq(session.pk)
-                Message.objects.create(
-                    session=session,
-                    run=run,
-                    seq=seq,
-                    message_id=input_id,
-                    role=Role.USER,
-                    content=request.text,
-                    attributes={"by": request.by},
-                    created_at=now,
-                )
+                _input_message(session, run, seq, input_id, request, now).save(force_insert=True)
                 batch.last_seq[session.pk] = seq
-            fields: dict[str, Any] = {"updated_at": now}
-            if host:
-                fields["status"] = SessionStatus.RUNNING
+            fields = _session_fields(bool(request.host), now)
             if request.title is not None and not session.title:
                 session.title = fields["title"] = request.title
             ChatSession.objects.filter(pk=session.pk).update(**fields)
@@ -264,6 +365,9 @@ def _create_together(requests: list[StartRequest]) -> list[Started | Exception]:
     results: list[Started | Exception] = []
     with transaction.atomic():
         batch = _BatchReads([r.session_id for r in requests])
+        made = _create_all(batch, requests)
+        if made is not None:
+            return list(made)
         for request in requests:
             try:
                 results.append(_create_one(batch, request))
@@ -326,19 +430,6 @@ def claim_run(request_id: str, host: str) -> Intake | None:
 Checkpoint = tuple[Run, list[RunEvent], "set[str] | tuple[str, ...]", "str | None"]
 
 
-def _write_checkpoint(
-    run: Run, trace: list[RunEvent], fields: set[str] | tuple[str, ...], session: str | None
-) -> None:
-    if session is not None:
-        ChatSession.objects.filter(pk=run.session_id).update(
-            status=session, updated_at=timezone.now()
-        )
-    if fields:
-        Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in set(fields)})
-    if trace:
-        RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
-
-
 def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
     """Write many runs' checkpoints in one transaction; each trace is cleared once committed.
 
@@ -346,8 +437,22 @@ def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
     keeps its trace for the next write).
     """
     with transaction.atomic():
+        status_of: dict[str, str] = {}  # each session's status, the batch's last one winning
+        events: list[RunEvent] = []
         for run, trace, fields, session in checkpoints:
-            _write_checkpoint(run, trace, fields, session)
+            if session is not None:
+                status_of[run.session_id] = session
+            if fields:
+                Run.objects.filter(pk=run.pk).update(
+                    **{name: getattr(run, name) for name in set(fields)}
+                )
+            events += trace
+        now = timezone.now()
+        for status in set(status_of.values()):  # a statement per status, not one per run
+            sessions = [pk for pk, value in status_of.items() if value == status]
+            ChatSession.objects.filter(pk__in=sessions).update(status=status, updated_at=now)
+        if events:
+            RunEvent.objects.bulk_create(events, ignore_conflicts=True)
     for _, trace, _, _ in checkpoints:
         trace.clear()
     return [None] * len(checkpoints)
@@ -386,8 +491,51 @@ def _store_partial(
     )
 
 
-@db_hop
-def finish_run(
+Finish = tuple[Run, list[RunEvent], tuple[str, ...], "tuple[str, str, dict[str, Any]] | None"]
+
+
+def finish_runs_now(finishes: list[Finish]) -> list[dict[str, Any] | None | Exception]:
+    """The final records of many runs in ONE transaction; each run's result (see finish_run).
+
+    A connection error fails the whole batch (nothing committed), which the hop retries; any
+    other failure of the whole sends each run on alone, so one bad record fails only its run.
+    """
+    try:
+        return list(_finish_together(finishes))
+    except RETRYABLE:
+        raise
+    except Exception as exc:
+        if len(finishes) == 1:
+            return [exc]
+        return [result for finish in finishes for result in finish_runs_now([finish])]
+
+
+def _finish_together(finishes: list[Finish]) -> list[dict[str, Any] | None]:
+    stored: list[Message | None] = []
+    with transaction.atomic():
+        events: list[RunEvent] = []
+        for run, trace, fields, partial in finishes:
+            Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields})
+            events += trace
+            stored.append(_store_partial(run, *partial) if partial is not None else None)
+        if events:
+            RunEvent.objects.bulk_create(events, ignore_conflicts=True)
+        ChatSession.objects.filter(pk__in={run.session_id for run, *_ in finishes}).update(
+            status=SessionStatus.IDLE, updated_at=timezone.now()
+        )
+    for _, trace, _, _ in finishes:
+        trace.clear()
+    return [
+        message_dict(message, request_id=run.request_id) if message is not None else None
+        for (run, *_), message in zip(finishes, stored, strict=True)
+    ]
+
+
+_finish_hop = db_hop(finish_runs_now)
+_finishes: PerLoop[GroupCommit[Finish, dict[str, Any] | None]] = PerLoop()
+
+
+async def finish_run(
     run: Run,
     trace: list[RunEvent],
     fields: tuple[str, ...],
@@ -395,20 +543,11 @@ def finish_run(
 ) -> dict[str, Any] | None:
     """The final record of a run: its fields, trace, partial answer and an idle session.
 
-    Returns the stored partial answer's message dict, if there was one.
+    In one hop and one transaction with the other runs' final records waiting at that
+    moment. Returns the stored partial answer's message dict, if there was one.
     """
-    stored = None
-    with transaction.atomic():
-        Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields})
-        if trace:
-            RunEvent.objects.bulk_create(trace, ignore_conflicts=True)
-        if partial is not None:
-            stored = _store_partial(run, *partial)
-        ChatSession.objects.filter(pk=run.session_id).update(
-            status=SessionStatus.IDLE, updated_at=timezone.now()
-        )
-    trace.clear()
-    return message_dict(stored, request_id=run.request_id) if stored is not None else None
+    item: Finish = (run, trace, fields, partial)
+    return await _finishes.get(lambda: GroupCommit(_finish_hop)).submit(item)
 
 
 @db_hop
@@ -576,14 +715,28 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 
 
 def save_partials_now(partials: list[tuple[int, str]]) -> list[None | Exception]:
-    """Checkpoint streaming answers (run pk, text so far) of many runs in one transaction.
+    """Checkpoint streaming answers (run pk, text so far) of many runs in one UPDATE (per 500).
 
     Only while each run is active: a finished run's final record is never overwritten.
     """
+    latest = list(dict(partials).items())  # a run's later checkpoint in the batch wins
     with transaction.atomic():
-        for run_pk, text in partials:
-            Run.objects.filter(pk=run_pk, status__in=RunStatus.active()).update(partial_text=text)
+        for start in range(0, len(latest), _PARTIALS_PER_STATEMENT):
+            chunk = latest[start : start + _PARTIALS_PER_STATEMENT]
+            Run.objects.filter(
+                pk__in=[pk for pk, _ in chunk], status__in=RunStatus.active()
+            ).update(
+                partial_text=Case(
+                    *(When(pk=pk, then=Value(text)) for pk, text in chunk),
+                    default=F("partial_text"),
+                    output_field=TextField(),
+                )
+            )
     return [None] * len(partials)
+
+
+#: Runs per UPDATE of save_partials_now: three parameters each, far below SQLite's limit.
+_PARTIALS_PER_STATEMENT = 500
 
 
 _save_partials = db_hop(save_partials_now)

@@ -13,11 +13,13 @@ import functools
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.hosting import db
 from agents.hosting.group_commit import GroupCommit
-from agents.models import ChatSession, Message, Run, RunStatus
+from agents.models import ChatSession, Message, Run, RunEvent, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,3 +186,67 @@ async def test_run_checkpoints_waiting_together_share_one_hop(
     }
     statuses = [s.status async for s in ChatSession.objects.filter(pk__in=[s.pk for s in sessions])]
     assert statuses == ["waiting"] * 3
+
+
+async def test_run_finishes_waiting_together_share_one_hop(
+    user: Any, make_profile: Any, make_session: Any, hops: list[str]
+) -> None:
+    profile = await make_profile()
+    sessions = [await make_session(user, profile) for _ in range(3)]
+    runs = [(await _start(s, user)).run for s in sessions]
+    traces: list[list[RunEvent]] = []
+    for i, run in enumerate(runs):
+        run.status, run.phase, run.output_tokens = RunStatus.COMPLETED, "done", 10 + i
+        traces.append([RunEvent(run=run, seq=1, last_seq=1, type="run.finished", phase="done")])
+    partials = [None, ("half an answer", "", {"stopped": "cancelled"}), None]
+    hops.clear()
+
+    stored = await asyncio.gather(
+        *(
+            db.finish_run(run, traces[i], ("status", "phase", "output_tokens"), partials[i])
+            for i, run in enumerate(runs)
+        )
+    )
+
+    assert hops == ["finish_runs_now"]  # three final records, one hop
+    assert stored[0] is None and stored[2] is None
+    assert stored[1] is not None and stored[1]["content"] == "half an answer"
+    assert {r.pk: (r.status, r.output_tokens) async for r in Run.objects.all()} == {
+        run.pk: (RunStatus.COMPLETED, 10 + i) for i, run in enumerate(runs)
+    }
+    assert all(trace == [] for trace in traces)  # cleared once committed
+    assert await RunEvent.objects.acount() == 3
+    statuses = [s.status async for s in ChatSession.objects.filter(pk__in=[s.pk for s in sessions])]
+    assert statuses == ["idle"] * 3
+    partial_rows = Message.objects.filter(session=sessions[1], role="assistant")
+    assert [m.content async for m in partial_rows] == ["half an answer"]
+
+
+def _statements_of_starts(count: int, user: Any, profile: Any) -> int:
+    sessions = [ChatSession.objects.create(owner=user, profile=profile) for _ in range(count)]
+    starts = [
+        db.StartRequest(str(s.pk), user.pk, f"message {i}", "host-a", user.username, None)
+        for i, s in enumerate(sessions)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        results = db.create_runs_now(starts)
+    assert all(isinstance(r, db.Intake) for r in results), results
+    return len(queries)
+
+
+async def test_a_batch_of_starts_writes_in_statements_that_do_not_grow_with_it(
+    user: Any, make_profile: Any
+) -> None:
+    profile = await make_profile(extensions=(("session_store", {}),))
+    few, many = await asyncio.gather(
+        sync_to_async(_statements_of_starts)(2, user, profile),
+        sync_to_async(_statements_of_starts)(12, user, profile),
+    )
+    # One INSERT of the runs, one of their messages, one UPDATE of the sessions, one read
+    # of their histories: not a savepoint and three writes for each start.
+    assert few == many
+    assert await Run.objects.acount() == 14
+    assert [m.content async for m in Message.objects.order_by("content")][:2] == [
+        "message 0",
+        "message 0",
+    ]

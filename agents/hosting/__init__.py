@@ -3,9 +3,10 @@
 This face is all that ``agents.web``, the worker, the ASGI entry point and ``manage.py
 agent`` import. Inside, one concept per module, imports pointing down this list:
 
-    startup, worker -> manager -> policy, snapshot, liveness, control_bus, run
-    run -> projection, outbox, db, profiles.cache;  projection -> payloads, wire
-    liveness -> db, settings;  db -> models, payloads;  wire, settings -> nothing of ours
+    startup, worker -> manager -> policy, snapshot, liveness, control_bus, run, starts
+    run -> projection, outbox, db, starts, profiles.cache;  projection -> payloads, wire
+    liveness -> db, settings;  db -> starts, models, payloads;  starts -> models, group_commit
+    wire, settings -> nothing of ours
 
 The state machine of a run (``Run.status``)::
 
@@ -21,8 +22,8 @@ A run is created ``running`` with its host when the web process hosts it, ``queu
 without a host when ``ZETT_RUN_WORKERS`` hands it to a worker, which claims it. Who writes
 which Run field:
 
-- ``db.create_run`` (intake, one transaction with the input Message and the session's title
-  and status): every field at creation; ``db.claim_run``: host, status, started_at.
+- ``starts.create_run`` (intake, one transaction with the input Message and the session's
+  title and status): every field at creation; ``starts.claim_run``: host, status, started_at.
 - the hosting process's ``HostedRun`` (through its pure ``RunProjection``, saved by
   ``db.checkpoint`` / ``db.finish_run``): status between running and waiting, phase,
   current_tool, waiting_for, iterations, tokens, partial_text, error, cancel_state,

@@ -18,7 +18,7 @@ from channels.layers import get_channel_layer
 from .. import observability
 from ..models import RunKind
 from ..profiles.cache import AgentCache
-from . import db, policy
+from . import db, policy, starts
 from .control_bus import ControlBus, LayerUnavailable
 from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
@@ -182,18 +182,18 @@ class RunManager:
         """
         workers = self.settings.run_workers
         title = policy.title_from(text) if kind == RunKind.ANSWER else None
-        intake = await db.create_run(
+        intake = await starts.create_run(
             session_id, user_id, text, "" if workers else self.host_id, by, title, kind
         )
         if intake == "active":
             return None
-        if isinstance(intake, db.Refused):
+        if isinstance(intake, starts.Refused):
             return ControlReply(False, intake.reason, "message")
         if intake == "missing":
             return ControlReply(False, "No such session.", "message")
         if intake == "disabled":
             return ControlReply(False, "This agent profile is disabled.", "message")
-        assert isinstance(intake, db.Intake)
+        assert isinstance(intake, starts.Intake)
         if workers:
             await self.layer.send(
                 WORKER_CHANNEL, {"type": "run.start", "request_id": intake.run.request_id}
@@ -206,13 +206,13 @@ class RunManager:
     async def host_dispatched(self, request_id: str) -> bool:
         """Claim a run a web process queued for the workers, and host it here."""
         await self.start()
-        intake = await db.claim_run(request_id, self.host_id)
+        intake = await starts.claim_run(request_id, self.host_id)
         if intake is None:
             return False  # another worker took it, or the reaper gave up on it
         await self._host(intake)
         return True
 
-    async def _host(self, intake: db.Intake) -> HostedRun:
+    async def _host(self, intake: starts.Intake) -> HostedRun:
         hosted = HostedRun(
             intake,
             layer=self.layer,

@@ -39,6 +39,7 @@ from .outbox import Outbox
 from .payloads import notice, run_row
 from .projection import RUN_FIELDS, RunProjection
 from .settings import HostSettings
+from .starts import Intake
 from .wire import Partial, session_group
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class HostedRun:
 
     def __init__(
         self,
-        intake: db.Intake,
+        intake: Intake,
         *,
         layer: Any,
         settings: HostSettings,

@@ -89,7 +89,7 @@ async def test_a_profile_limit_is_enforced_without_the_extension_configured(
 async def test_the_budget_extension_joins_a_run_only_when_a_limit_applies(
     user: Any, make_profile: Any, make_session: Any
 ) -> None:
-    from agents.hosting import db
+    from agents.hosting import starts
 
     profile = await make_profile(provider_settings={"delay": 0, "reply_words": 30})
     session = await make_session(user, profile)
@@ -97,12 +97,12 @@ async def test_the_budget_extension_joins_a_run_only_when_a_limit_applies(
     def keys(intake: Any) -> list[str]:
         return [row[0] for row in intake.extension_rows]
 
-    free = await db.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
+    free = await starts.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
     assert "budget" not in keys(free)  # no limit: nothing on the streaming path
     await Run.objects.filter(pk=free.run.pk).aupdate(status=RunStatus.COMPLETED)
 
     await UserBudget.objects.acreate(user=user, monthly_cost_cap=Decimal("5"))
-    capped = await db.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
+    capped = await starts.create_run(session.id, user.pk, "Hello", "host-a", "alice", None)
     assert keys(capped).count("budget") == 1
 
 

@@ -17,7 +17,7 @@ from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.hosting import db
+from agents.hosting import db, starts
 from agents.hosting.group_commit import GroupCommit
 from agents.models import ChatSession, Message, Run, RunEvent, RunStatus
 
@@ -41,7 +41,7 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _start(session: Any, user: Any, text: str = "hello") -> Any:
-    return db.create_run(str(session.id), user.pk, text, "host-a", user.username, text)
+    return starts.create_run(str(session.id), user.pk, text, "host-a", user.username, text)
 
 
 async def test_starts_that_wait_together_share_one_hop(
@@ -51,10 +51,10 @@ async def test_starts_that_wait_together_share_one_hop(
     sessions = [await make_session(user, profile) for _ in range(12)]
     hops.clear()
 
-    starts = [_start(s, user, f"message {i}") for i, s in enumerate(sessions)]
-    started = await asyncio.gather(*starts)
+    pending = [_start(s, user, f"message {i}") for i, s in enumerate(sessions)]
+    started = await asyncio.gather(*pending)
 
-    assert all(isinstance(intake, db.Intake) for intake in started), started
+    assert all(isinstance(intake, starts.Intake) for intake in started), started
     assert hops == ["create_runs_now"]  # twelve starts, one hop
     assert [intake.session.pk for intake in started] == [s.pk for s in sessions]
     for i, intake in enumerate(started):
@@ -79,7 +79,7 @@ async def test_two_starts_of_one_session_in_one_batch_make_one_run(
     )
 
     assert hops == ["create_runs_now"]  # "one" and "two" went in one batch
-    assert isinstance(results[0], db.Intake) and isinstance(results[1], db.Intake)
+    assert isinstance(results[0], starts.Intake) and isinstance(results[1], starts.Intake)
     assert results[2] == "active"
     assert [m.content async for m in Message.objects.filter(session=busy).order_by("seq")] == [
         "one"
@@ -91,14 +91,14 @@ async def test_a_start_that_breaks_a_constraint_fails_alone(
 ) -> None:
     profile = await make_profile()
     sessions = [await make_session(user, profile) for _ in range(4)]
-    starts = [_start(s, user) for s in sessions]
+    pending = [_start(s, user) for s in sessions]
     # No such user: the foreign key is checked at commit, so the batch's commit fails.
-    starts.insert(2, db.create_run(str(sessions[3].id), 10**9, "x", "host-a", "ghost", None))
+    pending.insert(2, starts.create_run(str(sessions[3].id), 10**9, "x", "host-a", "ghost", None))
 
-    results = await asyncio.gather(*starts, return_exceptions=True)
+    results = await asyncio.gather(*pending, return_exceptions=True)
 
     assert isinstance(results[2], Exception), results
-    assert [isinstance(r, db.Intake) for r in results] == [True, True, False, True, True]
+    assert [isinstance(r, starts.Intake) for r in results] == [True, True, False, True, True]
     assert await Run.objects.acount() == 4
     assert await Run.objects.filter(started_by_id=10**9).aexists() is False
 
@@ -224,13 +224,13 @@ async def test_run_finishes_waiting_together_share_one_hop(
 
 def _statements_of_starts(count: int, user: Any, profile: Any) -> int:
     sessions = [ChatSession.objects.create(owner=user, profile=profile) for _ in range(count)]
-    starts = [
-        db.StartRequest(str(s.pk), user.pk, f"message {i}", "host-a", user.username, None)
+    requests = [
+        starts.StartRequest(str(s.pk), user.pk, f"message {i}", "host-a", user.username, None)
         for i, s in enumerate(sessions)
     ]
     with CaptureQueriesContext(connection) as queries:
-        results = db.create_runs_now(starts)
-    assert all(isinstance(r, db.Intake) for r in results), results
+        results = starts.create_runs_now(requests)
+    assert all(isinstance(r, starts.Intake) for r in results), results
     return len(queries)
 
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Case, F, Max, Q, TextField, Value, When
 from django.utils import timezone
 
-from ..db_retry import RETRYABLE, db_hop, db_hop_own_thread
+from ..db_retry import db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..models import (
     ChatSession,
@@ -31,7 +31,7 @@ from ..models import (
     SessionStatus,
 )
 from ..runtime.ids import new_uuid7
-from .group_commit import GroupCommit
+from .group_commit import GroupCommit, each_alone_if_whole_fails
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
 from .per_loop import PerLoop
 from .starts import ExtensionRows, extension_rows_of, session_with_profile
@@ -131,14 +131,7 @@ def finish_runs_now(finishes: list[Finish]) -> list[dict[str, Any] | None | Exce
     A connection error fails the whole batch (nothing committed), which the hop retries; any
     other failure of the whole sends each run on alone, so one bad record fails only its run.
     """
-    try:
-        return list(_finish_together(finishes))
-    except RETRYABLE:
-        raise
-    except Exception as exc:
-        if len(finishes) == 1:
-            return [exc]
-        return [result for finish in finishes for result in finish_runs_now([finish])]
+    return each_alone_if_whole_fails(_finish_together, finishes)
 
 
 def _finish_together(finishes: list[Finish]) -> list[dict[str, Any] | None]:

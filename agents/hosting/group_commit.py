@@ -4,21 +4,48 @@ Every ORM call of the process runs on one thread, so a burst of 200 run starts u
 200 hops, each paying its own queries, transaction and thread handoff while the others
 queued behind it. A ``GroupCommit`` writes the first request at once; the requests that
 arrive while that hop runs wait for it and then go together in the next hop, and so on.
-No request waits for a timer, and a request alone is still one hop. Run starts and the
-streaming answers' checkpoints use it (agents.hosting.db).
+No request waits for a timer, and a request alone is still one hop. Run starts
+(agents.hosting.starts), checkpoints, partial answers and final records (agents.hosting.db)
+use it; ``each_alone_if_whole_fails`` keeps one bad request of a batch from failing the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+from ..db_retry import RETRYABLE
 
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 
 #: The most requests one hop takes (the rest go in the next): keeps a transaction short.
 MAX_BATCH = 256
+
+
+def each_alone_if_whole_fails(
+    write_together: Callable[[list[Request]], Sequence[Result | Exception]],
+    requests: list[Request],
+) -> list[Result | Exception]:
+    """``write_together(requests)``; if the whole fails, each request written on its own.
+
+    A connection error propagates (nothing was committed; the hop retries the batch). Any
+    other failure of the whole (a constraint checked at commit, a bad record) sends each
+    request on alone, so only the request at fault gets the exception.
+    """
+    try:
+        return list(write_together(requests))
+    except RETRYABLE:
+        raise
+    except Exception as exc:
+        if len(requests) == 1:
+            return [exc]
+        return [
+            result
+            for request in requests
+            for result in each_alone_if_whole_fails(write_together, [request])
+        ]
 
 
 class GroupCommit(Generic[Request, Result]):

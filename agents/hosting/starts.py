@@ -32,7 +32,7 @@ from ..models import (
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
 from ..session_store import History, session_rows
-from .group_commit import GroupCommit
+from .group_commit import GroupCommit, each_alone_if_whole_fails
 from .per_loop import PerLoop
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
@@ -317,22 +317,17 @@ def _create_one(batch: _BatchReads, request: StartRequest) -> Started:
 
 
 def create_runs_now(requests: list[StartRequest]) -> list[Started | Exception]:
-    """Create the runs of many starts in ONE transaction, a savepoint each; a result each.
+    """Create the runs of many starts in ONE transaction; a result each.
 
-    What the starts share (sessions, caps, extension rows, prices) is read once. A start
-    that fails (another run of its session is active: "active"; or any error) is rolled
-    back to its savepoint and gets its own result or exception; the others commit. A
-    connection error fails the whole batch (nothing committed), which the hop retries; any
-    other failure of the whole (a constraint checked at commit) sends each start on alone.
+    What the starts share (sessions, caps, extension rows, prices) is read once, and the
+    batch is written in a few statements (``_create_all``). When one start breaks a
+    constraint, each goes on its own savepoint instead: a start that fails (another run of
+    its session is active: "active"; or any error) is rolled back to it and gets its own
+    result or exception; the others commit. A connection error fails the whole batch
+    (nothing committed), which the hop retries; any other failure of the whole (a
+    constraint checked at commit) sends each start on alone.
     """
-    try:
-        return _create_together(requests)
-    except RETRYABLE:
-        raise
-    except Exception as exc:
-        if len(requests) == 1:
-            return [exc]
-        return [result for request in requests for result in create_runs_now([request])]
+    return each_alone_if_whole_fails(_create_together, requests)
 
 
 def _create_together(requests: list[StartRequest]) -> list[Started | Exception]:

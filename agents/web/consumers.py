@@ -406,12 +406,6 @@ class MonitorConsumer(_GroupConsumer):
         self.totals_shown = rendering.monitor_totals(active)
         await self.send(text_data=rendering.monitor_tables(active, recent) + self.totals_shown)
 
-    async def _totals(self) -> None:
-        html = rendering.monitor_totals(self.active_rows.values())
-        if html != self.totals_shown:
-            self.totals_shown = html
-            await self.send(text_data=html)
-
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             frame = parse_frame(
@@ -427,19 +421,31 @@ class MonitorConsumer(_GroupConsumer):
         await self.act(frame.session_id, frame)
 
     async def monitor_rows(self, event: dict[str, Any]) -> None:
-        frames: list[str] = []
+        """A tick's changed rows in at most two frames: the <tr>s replaced or deleted in
+        place, then the <tbody>s that add rows, with the totals' <tfoot>. A row's frames
+        keep their order (its delete from the active table before its add to the recent)."""
+        rows: list[str] = []
+        sections: list[str] = []
         for row in event.get("rows") or []:
             request_id = row.get("request_id")
             if row.get("status") in rendering.TERMINAL_STATUSES:
                 self.active_rows.pop(request_id, None)
                 self.finished_ids.add(request_id)
-                frames += rendering.monitor_update(row, shown_active=False)
+                frames = rendering.monitor_update(row, shown_active=False)
             elif request_id not in self.finished_ids:  # else: a late update of a finished run
-                frames += rendering.monitor_update(row, shown_active=request_id in self.active_rows)
+                frames = rendering.monitor_update(row, shown_active=request_id in self.active_rows)
                 self.active_rows[request_id] = row
-        for frame in frames:
-            await self.send(text_data=frame)
-        await self._totals()
+            else:
+                continue
+            for frame in frames:
+                (sections if frame.startswith("<tbody") else rows).append(frame)
+        totals = rendering.monitor_totals(self.active_rows.values())
+        if totals != self.totals_shown:
+            self.totals_shown = totals
+            sections.append(totals)
+        for frame in ("".join(rows), "".join(sections)):
+            if frame:
+                await self.send(text_data=frame)
 
 
 __all__ = ["MonitorConsumer", "SessionConsumer"]

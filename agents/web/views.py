@@ -115,9 +115,9 @@ def monitor(request: HttpRequest) -> HttpResponse:
         request,
         "agents/monitor.html",
         {
-            "active": [rendering.run_view(row) for row in active],
+            "active": [rendering.monitor_row(row) for row in active],
             "totals": active_totals(active),
-            "recent": [rendering.run_view(row) for row in recent],
+            "recent": [rendering.monitor_row(row) for row in recent],
             "statuses": [(value, wording.status(value)) for value in RunStatus.values],
         },
     )

@@ -277,18 +277,14 @@ def test_live_usage_is_an_estimate_while_streaming_then_the_providers_usage() ->
 def test_the_monitor_row_shows_the_estimate_with_its_mark_and_then_the_cost() -> None:
     from decimal import Decimal
 
-    from django.template.loader import render_to_string
-
-    from agents.web.items import run_view
+    from agents.web.monitor_row import monitor_row
 
     run = Run(request_id=REQUEST, session_id="s", input_text="hi", status=RunStatus.RUNNING)
-    live = render_to_string(
-        "agents/_monitor_row.html", {"run": run_view(run_row(run, estimate=12))}
-    )
+    live = monitor_row(run_row(run, estimate=12))
     assert "≈ 12 tokens · no price set" in live
     run.status, run.input_tokens, run.output_tokens = RunStatus.COMPLETED, 100, 20
     run.cost, run.cost_currency = Decimal("0.00123"), "USD"
-    done = render_to_string("agents/_monitor_row.html", {"run": run_view(run_row(run))})
+    done = monitor_row(run_row(run))
     assert "120 tokens · $0.0012" in done and "≈" not in done
 
 

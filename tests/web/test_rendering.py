@@ -156,3 +156,38 @@ def test_tool_cards_name_who_decided_an_approval_and_why() -> None:
     assert 'data-testid="approval-outcome">denied by bob: &lt;no&gt;</div>' in html
     plain = rendering.tool_update(call, "completed", {"content": "5"})
     assert "approval-outcome" not in plain
+
+
+def test_the_monitor_row_escapes_every_value_it_shows() -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    row = {
+        "request_id": "r1",
+        "session_id": "s1",
+        "session_title": evil,
+        "user": evil,
+        "profile": evil,
+        "status": "failed",
+        "phase": "done",
+        "current_tool": evil,
+        "error": evil,
+        "usage": {"estimated": False, "label": evil},
+        "input_tokens": 1,
+        "output_tokens": 2,
+        "elapsed": 0.25,
+        "finished_at": 1733600010.0,
+    }
+    html = rendering.monitor_row(row)
+    assert "<img" not in html and 'onerror="' not in html
+    assert html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") == 8
+    assert ">0.3 s</td>" in html  # one decimal, halves rounded up like floatformat
+    assert 'datetime="2024-12-07T19:33:30+00:00"' in html and ">19:33:30</time>" in html
+
+
+def test_an_active_monitor_row_offers_cancel_and_steer_until_a_cancel_is_asked() -> None:
+    row = {"request_id": "r1", "session_id": "s1", "status": "running", "phase": "generating"}
+    html = rendering.monitor_row(row, oob="true")
+    assert 'hx-swap-oob="true"' in html and 'href="/runs/r1/"' in html
+    assert 'data-testid="monitor-cancel"' in html and 'data-testid="monitor-steer"' in html
+    assert "counted when the model call ends" in html
+    asked = rendering.monitor_row({**row, "cancel_state": "requested"})
+    assert 'data-testid="monitor-cancel"' not in asked and "hx-swap-oob" not in asked

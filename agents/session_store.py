@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from .db_retry import retrying
+from .db_retry import db_hop, retrying
+from .group_commit import GroupCommit, each_alone_if_whole_fails
 from .models import Message, Role, Run
+from .per_loop import PerLoop
 from .runtime.events import CompactionEvent, ExtensionEvent, MessageAppendedEvent
 from .runtime.extension import AgentExtension
 from .runtime.history import close_dangling_tool_calls
@@ -189,7 +191,7 @@ class DjangoSessionStore(AgentExtension):
         }
         for attempt in range(2):
             try:
-                await retrying(_create_row, state.next_seq, row)
+                await _store_row(state.next_seq, row)
                 state.next_seq += 1
                 return
             except IntegrityError:
@@ -208,8 +210,28 @@ class DjangoSessionStore(AgentExtension):
                 state.next_seq = (last or 0) + 1
 
 
-def _create_row(seq: int, row: dict[str, Any]) -> None:
-    Message.objects.create(seq=seq, **row)
+def create_rows_now(rows: list[tuple[int, dict[str, Any]]]) -> list[None | Exception]:
+    """Message rows (seq, fields) of the runs appending at one moment, in one INSERT.
+
+    A conflict (another writer took a seq) sends each row alone, so only its run sees the
+    IntegrityError and moves on to a fresh seq.
+    """
+    return each_alone_if_whole_fails(_insert_rows, rows)
+
+
+def _insert_rows(rows: list[tuple[int, dict[str, Any]]]) -> list[None | Exception]:
+    with transaction.atomic():
+        Message.objects.bulk_create([Message(seq=seq, **fields) for seq, fields in rows])
+    return [None] * len(rows)
+
+
+_create_rows = db_hop(create_rows_now)
+_row_writers: PerLoop[GroupCommit[tuple[int, dict[str, Any]], None]] = PerLoop()
+
+
+async def _store_row(seq: int, row: dict[str, Any]) -> None:
+    """Write one message row, in one hop with the others waiting then (agents.group_commit)."""
+    await _row_writers.get(lambda: GroupCommit(_create_rows)).submit((seq, row))
 
 
 def _store_compaction(seq: int, row: dict[str, Any], compressed: list[str]) -> None:

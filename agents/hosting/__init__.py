@@ -5,7 +5,8 @@ agent`` import. Inside, one concept per module, imports pointing down this list:
 
     startup, worker -> manager -> policy, snapshot, liveness, control_bus, run, starts
     run -> projection, outbox, db, starts, profiles.cache;  projection -> payloads, wire
-    liveness -> db, settings;  db -> starts, models, payloads;  starts -> models, group_commit
+    liveness -> db, settings;  db -> starts, models, payloads;  starts -> models
+    (GroupCommit and PerLoop are agents.group_commit and agents.per_loop, below this package)
     wire, settings -> nothing of ours
 
 The state machine of a run (``Run.status``)::

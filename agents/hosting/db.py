@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..db_retry import db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
+from ..group_commit import GroupCommit, each_alone_if_whole_fails
 from ..models import (
     ChatSession,
     Host,
@@ -30,10 +31,9 @@ from ..models import (
     RunStatus,
     SessionStatus,
 )
+from ..per_loop import PerLoop
 from ..runtime.ids import new_uuid7
-from .group_commit import GroupCommit, each_alone_if_whole_fails
 from .payloads import divider_dict, message_dict, notice, run_row_of, usage_label
-from .per_loop import PerLoop
 from .starts import ExtensionRows, extension_rows_of, session_with_profile
 from .wire import WORKER_CHANNEL
 

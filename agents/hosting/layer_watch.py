@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .per_loop import PerLoop
+from ..per_loop import PerLoop
 
 log = logging.getLogger(__name__)
 

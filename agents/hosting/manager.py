@@ -17,12 +17,12 @@ from channels.layers import get_channel_layer
 
 from .. import observability
 from ..models import RunKind
+from ..per_loop import PerLoop
 from ..profiles.cache import AgentCache
 from . import db, policy, starts
 from .control_bus import ControlBus, LayerUnavailable
 from .layer_watch import layer_watch
 from .liveness import Liveness, Reaped
-from .per_loop import PerLoop
 from .run import FollowUp, HostedRun
 from .settings import HostSettings
 from .snapshot import build_snapshot, local_part

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..budgets import BUDGET_KEY, budget_applies_now, price_in_force_now, start_refusal_for
 from ..db_retry import RETRYABLE, db_hop
+from ..group_commit import GroupCommit, each_alone_if_whole_fails
 from ..models import (
     ChatSession,
     ExtensionSetting,
@@ -29,11 +30,10 @@ from ..models import (
     RunStatus,
     SessionStatus,
 )
+from ..per_loop import PerLoop
 from ..runtime.ids import new_uuid7
 from ..runtime.pricing import TokenPrices
 from ..session_store import History, session_rows
-from .group_commit import GroupCommit, each_alone_if_whole_fails
-from .per_loop import PerLoop
 
 ExtensionRows = tuple[tuple[Any, ...], ...]
 
@@ -364,7 +364,7 @@ async def create_run(
 
     A compaction run has no input message (``text`` is empty, ``input_id`` too).
     The one hop of a run's start, shared with the other starts waiting at that moment
-    (agents.hosting.group_commit): the same hop reads what hosting it needs (see _intake_in).
+    (agents.group_commit): the same hop reads what hosting it needs (see _intake_in).
     Returns the Intake, or a reason string: "active" when another run is active (the
     one-active-run index decides), "missing", "disabled", or a Refused when a cost cap is
     used up. Nothing a page shows as stored is sent before this commits.

@@ -17,8 +17,8 @@ from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.group_commit import GroupCommit
 from agents.hosting import db, starts
-from agents.hosting.group_commit import GroupCommit
 from agents.models import ChatSession, Message, Run, RunEvent, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

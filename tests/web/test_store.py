@@ -368,3 +368,43 @@ async def test_a_compaction_is_stored_and_the_next_run_restores_summary_and_kept
         ("assistant", "A3"),
         ("user", "Q4"),
     ]
+
+
+async def test_runs_appending_at_one_moment_share_one_hop_and_a_conflict_fails_only_its_own(
+    user: Any, make_profile: Any, make_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from asgiref.sync import SyncToAsync
+
+    from agents import session_store
+
+    profile = await make_profile()
+    sessions = [await make_session(user, profile) for _ in range(6)]
+    await Message.objects.acreate(
+        session=sessions[3], seq=1, message_id="taken", role="user", content="someone else's"
+    )
+    hops: list[str] = []
+    enter = SyncToAsync.__call__
+
+    async def counting(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(self.func, "__qualname__", ""))
+        return await enter(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counting)
+
+    def row(session: Any, i: int) -> dict[str, Any]:
+        return {"session_id": session.id, "message_id": f"m{i}", "role": "user", "content": "hi"}
+
+    outcomes = await asyncio.gather(
+        *(session_store._store_row(1, row(s, i)) for i, s in enumerate(sessions)),
+        return_exceptions=True,
+    )
+
+    # One hop for the six (each alone only after the whole batch met the conflict).
+    assert [name for name in hops if "create_rows" in name] == ["create_rows_now"]
+    assert [type(o).__name__ for o in outcomes] == [
+        "NoneType", "NoneType", "NoneType", "IntegrityError", "NoneType", "NoneType"
+    ]  # fmt: skip
+    stored = {m.message_id async for m in Message.objects.all()}
+    assert stored == {"taken", "m0", "m1", "m2", "m4", "m5"}

@@ -6,7 +6,8 @@ queued behind it. A ``GroupCommit`` writes the first request at once; the reques
 arrive while that hop runs wait for it and then go together in the next hop, and so on.
 No request waits for a timer, and a request alone is still one hop. Run starts
 (agents.hosting.starts), checkpoints, partial answers and final records (agents.hosting.db)
-use it; ``each_alone_if_whole_fails`` keeps one bad request of a batch from failing the rest.
+and the session store's message rows (agents.session_store) use it;
+``each_alone_if_whole_fails`` keeps one bad request of a batch from failing the rest.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from ..db_retry import RETRYABLE
+from .db_retry import RETRYABLE
 
 Request = TypeVar("Request")
 Result = TypeVar("Result")

@@ -404,7 +404,8 @@ class MonitorConsumer(_GroupConsumer):
         self.active_rows = {row["request_id"]: row for row in active}
         self.finished_ids = {row["request_id"] for row in recent}
         self.totals_shown = rendering.monitor_totals(active)
-        await self.send(text_data=rendering.monitor_tables(active, recent) + self.totals_shown)
+        for frame in rendering.monitor_tables(active, recent, self.totals_shown):
+            await self.send(text_data=frame)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -421,9 +422,10 @@ class MonitorConsumer(_GroupConsumer):
         await self.act(frame.session_id, frame)
 
     async def monitor_rows(self, event: dict[str, Any]) -> None:
-        """A tick's changed rows in at most two frames: the <tr>s replaced or deleted in
-        place, then the <tbody>s that add rows, with the totals' <tfoot>. A row's frames
-        keep their order (its delete from the active table before its add to the recent)."""
+        """A tick's changed rows in few frames (each within MAX_FRAME_BYTES): the <tr>s
+        replaced or deleted in place, then the <tbody>s that add rows, with the totals'
+        <tfoot>. A row's frames keep their order (its delete from the active table before
+        its add to the recent)."""
         rows: list[str] = []
         sections: list[str] = []
         for row in event.get("rows") or []:
@@ -443,9 +445,8 @@ class MonitorConsumer(_GroupConsumer):
         if totals != self.totals_shown:
             self.totals_shown = totals
             sections.append(totals)
-        for frame in ("".join(rows), "".join(sections)):
-            if frame:
-                await self.send(text_data=frame)
+        for frame in [*rendering.frames_of(rows), *rendering.frames_of(sections)]:
+            await self.send(text_data=frame)
 
 
 __all__ = ["MonitorConsumer", "SessionConsumer"]

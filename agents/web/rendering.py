@@ -255,12 +255,49 @@ def clear_reply() -> str:
 # -- monitor fragments -------------------------------------------------------------------------
 
 
-def monitor_tables(active: Iterable[Mapping[str, Any]], recent: Iterable[Mapping[str, Any]]) -> str:
-    """Replaces both monitor tables (the snapshot a monitor socket starts with)."""
-    return "".join(
-        _render("_runs_tbody.html", tbody_id=tbody, rows=[*map(monitor_row, rows)], oob=True)
-        for tbody, rows in (("active-runs", active), ("recent-runs", recent))
-    )
+#: The largest frame a socket sends: Daphne's WebSocket refuses messages over 1 MiB (and
+#: closes the socket), which a monitor of a thousand runs would reach in one tick.
+MAX_FRAME_BYTES = 256 * 1024
+
+
+def frames_of(parts: Iterable[str], limit: int | None = None) -> list[str]:
+    """``parts`` (whole top-level elements) joined into as few frames as fit in ``limit``.
+
+    A frame holds at least one part, so a part over the limit goes alone. ``limit``
+    defaults to MAX_FRAME_BYTES.
+    """
+    limit = MAX_FRAME_BYTES if limit is None else limit
+    frames: list[str] = []
+    current: list[str] = []
+    size = 0
+    for part in parts:
+        length = len(part.encode())
+        if current and size + length > limit:
+            frames.append("".join(current))
+            current, size = [], 0
+        current.append(part)
+        size += length
+    if current:
+        frames.append("".join(current))
+    return frames
+
+
+def monitor_tables(
+    active: Sequence[Mapping[str, Any]], recent: Sequence[Mapping[str, Any]], totals: str
+) -> list[str]:
+    """Frames that replace both monitor tables and the totals (the snapshot a monitor socket
+    starts with): each table's first rows replace it, the rest are appended in frames of at
+    most MAX_FRAME_BYTES."""
+    parts: list[str] = []
+    for tbody, rows in (("active-runs", active), ("recent-runs", recent)):
+        html = [monitor_row(row) for row in rows]
+        fit, size = 0, 0
+        while fit < len(html) and size + len(html[fit].encode()) <= MAX_FRAME_BYTES // 2:
+            size += len(html[fit].encode())
+            fit += 1
+        parts.append(_render("_runs_tbody.html", tbody_id=tbody, rows=html[:fit], oob=True))
+        parts += [f'<tbody hx-swap-oob="beforeend:#{tbody}">{row}</tbody>' for row in html[fit:]]
+    return frames_of([*parts, totals])
 
 
 def monitor_totals(active: Iterable[Mapping[str, Any]], *, oob: bool = True) -> str:

@@ -819,3 +819,69 @@ async def test_monitor_totals_follow_the_active_set_live(
     ended = await monitor.until(lambda frame: 'data-status="completed"' in frame)
     # The row's move to the recent table carries the totals without it.
     assert TOTALS.search(ended[-1]).group(1) == "No active run."
+
+
+def _rows_of_a_tick(count: int, status: str = "running") -> list[dict[str, Any]]:
+    return [
+        {
+            "request_id": f"r{i}",
+            "session_id": f"s{i}",
+            "session_title": f"chat {i} " + "x" * 200,
+            "status": status,
+            "phase": "generating",
+            "usage": {"estimated": True, "label": "≈ 10 tokens", "total_tokens": 10},
+            "elapsed": 1.0,
+        }
+        for i in range(count)
+    ]
+
+
+async def test_a_tick_of_many_rows_reaches_the_monitor_in_frames_within_the_limit(
+    connect: Any, staff_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A thousand rows in one frame passed Daphne's 1 MiB limit and cost the monitor its socket.
+    from agents.hosting import MONITOR_GROUP
+    from agents.web import rendering
+
+    monkeypatch.setattr(rendering, "MAX_FRAME_BYTES", 8 * 1024)
+    monitor = await connect("/ws/monitor/", staff_user)
+    await monitor.next()
+    layer = channels.layers.get_channel_layer()
+
+    rows = _rows_of_a_tick(40)
+    await layer.group_send(MONITOR_GROUP, {"type": "monitor.rows", "rows": rows})
+    added = await monitor.until(lambda frame: bool(TOTALS.search(frame)))
+    await layer.group_send(MONITOR_GROUP, {"type": "monitor.rows", "rows": rows})
+    replaced = await monitor.until(lambda frame: 'id="run-r39"' in frame)
+
+    for frames in (added, replaced):
+        assert len(frames) > 1 and all(len(f.encode()) <= 8 * 1024 for f in frames)
+        shown = [m for f in frames for m in re.findall(r'<tr id="run-(r\d+)"', f)]
+        assert shown == [f"r{i}" for i in range(40)]  # every row once, in order
+    assert all(f.startswith('<tbody hx-swap-oob="beforeend:#active-runs">') for f in added)
+    assert all(f.startswith('<tr id="run-') for f in replaced)
+    assert TOTALS.search(added[-1]).group(1).startswith("40 active runs")
+
+
+def test_the_monitor_snapshot_of_many_runs_comes_in_frames_that_rebuild_both_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents.web import rendering
+
+    monkeypatch.setattr(rendering, "MAX_FRAME_BYTES", 8 * 1024)
+    active, recent = _rows_of_a_tick(30), _rows_of_a_tick(3, "completed")
+    for row in recent:
+        row["request_id"] = "done-" + row["request_id"]
+    frames = rendering.monitor_tables(active, recent, '<tfoot id="active-totals"></tfoot>')
+
+    assert len(frames) > 2 and all(len(f.encode()) <= 8 * 1024 for f in frames)
+    joined = "".join(frames)
+    assert joined.index('<tbody id="active-runs"') < joined.index("beforeend:#active-runs")
+    assert joined.index("beforeend:#active-runs") < joined.index('<tbody id="recent-runs"')
+    assert re.findall(r'<tr id="run-((?:done-)?r\d+)"', joined) == [
+        *(f"r{i}" for i in range(30)),
+        *(f"done-r{i}" for i in range(3)),
+    ]
+    assert frames[-1].endswith('<tfoot id="active-totals"></tfoot>')
+    for frame in frames:  # every frame is table sections only (htmx drops a mix)
+        assert re.fullmatch(r"\s*(<(tbody|tfoot)\b.*?</\2>\s*)+", frame, re.S), frame[:200]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from .bulk_sql import insert_rows
 from .db_retry import db_hop, retrying
 from .group_commit import GroupCommit, each_alone_if_whole_fails
 from .models import Message, Role, Run
@@ -221,7 +222,7 @@ def create_rows_now(rows: list[tuple[int, dict[str, Any]]]) -> list[None | Excep
 
 def _insert_rows(rows: list[tuple[int, dict[str, Any]]]) -> list[None | Exception]:
     with transaction.atomic():
-        Message.objects.bulk_create([Message(seq=seq, **fields) for seq, fields in rows])
+        insert_rows([Message(seq=seq, **fields) for seq, fields in rows])
     return [None] * len(rows)
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Case, F, Max, Q, TextField, Value, When
+from django.db.models import Max, Q
 from django.utils import timezone
 
+from ..bulk_sql import insert_rows, update_rows
 from ..db_retry import db_hop, db_hop_own_thread
 from ..extensions.summary_compaction import SUMMARY_PREFIX
 from ..group_commit import GroupCommit, each_alone_if_whole_fails
@@ -70,20 +71,22 @@ def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
     with transaction.atomic():
         status_of: dict[str, str] = {}  # each session's status, the batch's last one winning
         events: list[RunEvent] = []
+        by_fields: dict[tuple[str, ...], list[tuple[int, list[Any]]]] = {}
         for run, trace, fields, session in checkpoints:
             if session is not None:
                 status_of[run.session_id] = session
             if fields:
-                Run.objects.filter(pk=run.pk).update(
-                    **{name: getattr(run, name) for name in set(fields)}
-                )
+                names = tuple(sorted(set(fields)))
+                values = [getattr(run, name) for name in names]
+                by_fields.setdefault(names, []).append((run.pk, values))
             events += trace
+        for names, rows in by_fields.items():  # a statement per set of fields, run many times
+            update_rows(Run, names, rows)
         now = timezone.now()
         for status in set(status_of.values()):  # a statement per status, not one per run
             sessions = [pk for pk, value in status_of.items() if value == status]
             ChatSession.objects.filter(pk__in=sessions).update(status=status, updated_at=now)
-        if events:
-            RunEvent.objects.bulk_create(events, ignore_conflicts=True)
+        insert_rows(events, ignore_conflicts=True)
     for _, trace, _, _ in checkpoints:
         trace.clear()
     return [None] * len(checkpoints)
@@ -339,28 +342,19 @@ def still_active(host_id: str, request_ids: list[str]) -> set[str]:
 
 
 def save_partials_now(partials: list[tuple[int, str]]) -> list[None | Exception]:
-    """Checkpoint streaming answers (run pk, text so far) of many runs in one UPDATE (per 500).
+    """Checkpoint streaming answers (run pk, text so far) of many runs in one statement.
 
     Only while each run is active: a finished run's final record is never overwritten.
     """
-    latest = list(dict(partials).items())  # a run's later checkpoint in the batch wins
+    latest = dict(partials)  # a run's later checkpoint in the batch wins
     with transaction.atomic():
-        for start in range(0, len(latest), _PARTIALS_PER_STATEMENT):
-            chunk = latest[start : start + _PARTIALS_PER_STATEMENT]
-            Run.objects.filter(
-                pk__in=[pk for pk, _ in chunk], status__in=RunStatus.active()
-            ).update(
-                partial_text=Case(
-                    *(When(pk=pk, then=Value(text)) for pk, text in chunk),
-                    default=F("partial_text"),
-                    output_field=TextField(),
-                )
-            )
+        update_rows(
+            Run,
+            ["partial_text"],
+            [(pk, [text]) for pk, text in latest.items()],
+            only_if_in=("status", RunStatus.active()),
+        )
     return [None] * len(partials)
-
-
-#: Runs per UPDATE of save_partials_now: three parameters each, far below SQLite's limit.
-_PARTIALS_PER_STATEMENT = 500
 
 
 _save_partials = db_hop(save_partials_now)

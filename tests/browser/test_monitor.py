@@ -94,3 +94,31 @@ def test_staff_approves_a_tool_call_on_the_monitor_and_the_users_chat_continues(
     assert answers.last.inner_text() == "The result is 5."
     assert Message.objects.filter(session=session, role="tool", content="5").exists()
     assert chat.locator("[data-testid=approval-card]").count() == 0
+
+
+def test_a_monitor_over_many_active_runs_shows_every_row_once_though_the_snapshot_is_split(
+    new_context: Any, live_url: str, login: Any, user: Any, staff_user: Any, password: str
+) -> None:
+    # 150 rows of ~2 KB are more than one frame may carry (256 KiB; the first frame takes half):
+    # the snapshot replaces the table with its first rows and appends the rest in more frames.
+    profile = AgentProfile.objects.create(name="Many", slug="many", provider="demo")
+    for i in range(150):
+        session = ChatSession.objects.create(
+            owner=user, profile=profile, title=f"chat {i:03d} " + "long title " * 27
+        )
+        Run.objects.create(
+            session=session, request_id=f"many-{i:03d}", input_text="hi", status="running"
+        )
+    page = new_context().new_page()
+    login(page, staff_user.username, password)
+    open_monitor(page, live_url)
+
+    page.wait_for_function(
+        "document.querySelectorAll('#active-runs [data-testid=monitor-row]').length === 150"
+        " && document.querySelector('[data-testid=active-totals]').dataset.runs === '150'"
+    )
+    ids = page.eval_on_selector_all(
+        "#active-runs [data-testid=monitor-row]", "rows => rows.map(r => r.dataset.requestId)"
+    )
+    assert ids == [f"many-{i:03d}" for i in range(150)]  # each once, oldest first
+    assert page.locator("#active-runs[data-snapshot]").count() == 1

@@ -11,26 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
-from functools import lru_cache
-from html import escape as _escape
 from typing import Any
 
 from django.template.defaultfilters import date as date_filter
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import template_localtime
 
 from . import wording
+from .html_text import escape, run_url, session_url
+from .html_text import text as _text
 from .items import TERMINAL_STATUSES, dom_id, pretty_json, when
 
-_SESSION_URLS = 4096  # rows of this many sessions keep their links without a reverse()
 _TENTH = Decimal("0.1")
-
-
-def escape(value: Any) -> str:
-    """Django's escape (the same five characters) without its lazy-string wrapper."""
-    return _escape(str(value))
 
 
 def _seconds(value: Any) -> str:
@@ -38,21 +31,6 @@ def _seconds(value: Any) -> str:
     if value is None or value == "":
         return ""
     return f"{Decimal(repr(float(value))).quantize(_TENTH, ROUND_HALF_UP):f}"
-
-
-@lru_cache(maxsize=_SESSION_URLS)
-def _session_url(session_id: str) -> str:
-    return escape(reverse("agents:session", args=[session_id]))
-
-
-@lru_cache(maxsize=_SESSION_URLS)
-def _run_url(request_id: str) -> str:
-    return escape(reverse("agents:run", args=[request_id]))
-
-
-def _text(value: Any) -> str:
-    """A value as ``{{ value }}`` shows it: "" when absent, escaped otherwise."""
-    return "" if value is None or value == "" else escape(value)
 
 
 def _phase_cell(row: Mapping[str, Any]) -> str:
@@ -120,7 +98,7 @@ def _wait_card(wait: Mapping[str, Any], session: Any) -> str:
 
 
 def _actions(row: Mapping[str, Any], active: bool, dom: str) -> str:
-    details = f'<a class="small" href="{_run_url(str(row.get("request_id", "")))}">details</a>'
+    details = f'<a class="small" href="{run_url(str(row.get("request_id", "")))}">details</a>'
     if not active:
         return details
     session = _text(row.get("session_id"))
@@ -159,7 +137,7 @@ def monitor_row(row: Mapping[str, Any], *, oob: str = "") -> SafeString:
         f'data-user="{_text(row.get("user"))}" data-profile="{_text(row.get("profile"))}" '
         f'data-status="{_text(row.get("status"))}" data-phase="{_text(row.get("phase"))}"{swap}>\n'
         f'  <td data-label="User">{_text(row.get("user"))}</td>\n'
-        f'  <td data-label="Session"><a href="{_session_url(str(row.get("session_id", "")))}">'
+        f'  <td data-label="Session"><a href="{session_url(str(row.get("session_id", "")))}">'
         f"{title}</a></td>\n"
         f'  <td data-label="Profile">{_text(row.get("profile"))}</td>\n'
         f'  <td data-label="Phase">{_phase_cell(row)}</td>\n'

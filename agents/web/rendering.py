@@ -35,6 +35,7 @@ from .items import (
 )
 from .markup import render_markdown, sanitize
 from .monitor_row import monitor_row
+from .run_status import run_status as status_bar
 from .totals import active_totals
 
 __all__ = [  # the view models are used through here by consumers, views and tests
@@ -81,10 +82,18 @@ def transcript(
 
 
 def run_status(session_id: str, row: Mapping[str, Any] | None, *, oob: bool = False) -> str:
-    return _render("_run_status.html", session_id=session_id, run=run_view(row), oob=oob)
+    """The chat's status bar (agents.web.run_status); ``session_id`` names the chat."""
+    return status_bar(row, oob=oob)
+
+
+_NOTHING_WAITING = (
+    '<div id="waiting" class="waiting" data-testid="waiting" aria-live="assertive"{}>\n  \n</div>'
+)
 
 
 def waiting(session_id: str, row: Mapping[str, Any] | None, *, oob: bool = False) -> str:
+    if not (row or {}).get("waiting_for"):  # sent with every status: the common case is quick
+        return _NOTHING_WAITING.format(' hx-swap-oob="true"' if oob else "")
     view = run_view(row)
     return _render(
         "_waiting.html",

@@ -2,10 +2,10 @@
 
 Model output is untrusted: message content is rendered by ``markup`` (markdown without raw
 HTML, then an allow-list); everything else reaches the page through auto-escaping Django
-templates, but for the monitor's row, which ``monitor_row`` builds in Python and escapes value
-by value (it is rendered thousands of times a second at scale). Streaming deltas are escaped
-text only. Every fragment a socket sends is a sequence of top-level elements the htmx ws
-extension swaps out of band (by id or by hx-swap-oob).
+templates, but for the monitor's row and the chat's status bar, which ``monitor_row`` and
+``run_status`` build in Python and escape value by value (they are the hottest fragments).
+Streaming deltas are escaped text only. Every fragment a socket sends is a sequence of
+top-level elements the htmx ws extension swaps out of band (by id or by hx-swap-oob).
 """
 
 from __future__ import annotations

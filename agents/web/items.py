@@ -181,6 +181,16 @@ def run_view(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def usage_state(row: Mapping[str, Any], active: bool) -> str:
+    """How a run's tokens are shown: "estimated" (a model call streams now), "pending" (an
+    active run whose first call has not ended: nothing counted yet) or "counted"."""
+    if (row.get("usage") or {}).get("estimated"):
+        return "estimated"
+    if active and not row.get("input_tokens") and not row.get("output_tokens"):
+        return "pending"
+    return "counted"
+
+
 def approval_calls(row: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """The tool calls the run waits to have approved, as call dicts by id."""
     waits = (row or {}).get("waiting_for") or []

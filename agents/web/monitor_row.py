@@ -21,7 +21,7 @@ from django.utils.timezone import template_localtime
 from . import wording
 from .html_text import escape, run_url, session_url
 from .html_text import text as _text
-from .items import TERMINAL_STATUSES, dom_id, pretty_json, when
+from .items import TERMINAL_STATUSES, dom_id, pretty_json, usage_state, when
 
 _TENTH = Decimal("0.1")
 
@@ -54,9 +54,10 @@ def _phase_cell(row: Mapping[str, Any]) -> str:
 def _usage_cell(row: Mapping[str, Any], active: bool) -> str:
     usage = row.get("usage") or {}
     label = _text(usage.get("label"))
-    if usage.get("estimated"):
+    state = usage_state(row, active)
+    if state == "estimated":
         return f'<span data-testid="monitor-usage">{label}</span>'
-    if active and not row.get("input_tokens") and not row.get("output_tokens"):
+    if state == "pending":
         return '<span class="muted small">counted when the model call ends</span>'
     cell = f"{_text(row.get('input_tokens'))} / {_text(row.get('output_tokens'))}"
     if usage:

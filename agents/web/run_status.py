@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from . import wording
 from .html_text import escape, run_url, text
-from .items import TERMINAL_STATUSES
+from .items import TERMINAL_STATUSES, usage_state
 
 _IDLE = '\n    <span class="badge ready" data-testid="phase">idle</span>\n  '
 _CANCEL_FORM = (
@@ -38,9 +38,10 @@ _STEER_HINT = (
 
 def _usage(row: Mapping[str, Any], active: bool) -> str:
     usage = row.get("usage") or {}
-    if usage.get("estimated"):
+    state = usage_state(row, active)
+    if state == "estimated":
         return text(usage.get("label"))
-    if active and not row.get("input_tokens") and not row.get("output_tokens"):
+    if state == "pending":
         return "tokens counted when the model call ends"
     line = f"{text(row.get('input_tokens'))} in / {text(row.get('output_tokens'))} out tokens"
     if usage:

@@ -69,6 +69,10 @@ class EmbeddedChannelLayer(InMemoryChannelLayer):
                 self._receiving[channel] = waiting
         return message
 
+    def has_members(self, group: str) -> bool:
+        """Whether any channel of this process is in ``group`` (the layer knows them all)."""
+        return bool(self.groups.get(group))
+
     async def flush(self) -> None:
         await super().flush()
         self._receiving = {}

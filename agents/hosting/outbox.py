@@ -4,7 +4,10 @@ A delta merges into the last unsent delta of the same kind and model call, so a 
 tokens becomes one frame per batch window. ``seal(seq)`` stops merging into frames a
 snapshot already covers: otherwise a merged frame could carry text the snapshot shows.
 The channel layer is at-most-once; a send that fails is logged once per outage and the
-pages find the gap through the frames' offsets.
+pages find the gap through the frames' offsets. A layer that knows every member of a group
+(the embedded one: ``has_members``) lets a run nobody watches skip its frames altogether: a
+socket joins its session's group before it takes the snapshot, so what it did not get is in
+the snapshot.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ log = logging.getLogger(__name__)
 
 
 class Outbox:
-    __slots__ = ("items", "sealed_seq", "_wake", "_closed", "_layer", "_group", "_window", "_label")
+    __slots__ = (
+        "items",
+        "sealed_seq",
+        "_wake",
+        "_closed",
+        "_layer",
+        "_group",
+        "_window",
+        "_label",
+        "_watched",
+    )
 
     def __init__(self, layer: Any, group: str, *, window: float, label: str) -> None:
         self.items: deque[dict[str, Any]] = deque()
@@ -32,8 +45,11 @@ class Outbox:
         self._group = group
         self._window = window
         self._label = label
+        self._watched = getattr(layer, "has_members", None)
 
     def push(self, frame: Frame) -> None:
+        if self._watched is not None and not self._watched(self._group):
+            return  # no socket watches this run: one that joins later starts from a snapshot
         if frame["type"] == "run.delta" and self.items:
             tail = self.items[-1]
             if (

@@ -129,3 +129,24 @@ async def test_a_layer_outage_loses_frames_but_never_stops_the_sender() -> None:
     outbox.close()
     await asyncio.wait_for(outbox.run(), 10)
     assert layer.attempts == 2 and not outbox.items
+
+
+async def test_a_run_nobody_watches_queues_nothing_and_a_socket_that_joins_gets_what_follows(
+    channel_layer: Any,
+) -> None:
+    assert hasattr(channel_layer, "has_members"), "the embedded layer knows its groups"
+    group = "session.unwatched"
+    outbox = _outbox(channel_layer, group)
+    sender = asyncio.create_task(outbox.run())
+    outbox.push(_delta(1, "nobody ", offset=0))
+    outbox.push(_state(2))
+    assert not outbox.items  # nothing held, nothing sent: a socket joining later snapshots
+
+    channel = await channel_layer.new_channel("test-outbox.")
+    await channel_layer.group_add(group, channel)
+    outbox.push(_delta(3, "sees ", offset=7))
+    outbox.push(_state(4))
+    received = [await asyncio.wait_for(channel_layer.receive(channel), 10) for _ in range(2)]
+    assert [(f["type"], f["seq"]) for f in received] == [("run.delta", 3), ("run.state", 4)]
+    outbox.close()
+    await asyncio.wait_for(sender, 10)

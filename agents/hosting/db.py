@@ -69,27 +69,33 @@ def checkpoints_now(checkpoints: list[Checkpoint]) -> list[None | Exception]:
     keeps its trace for the next write).
     """
     with transaction.atomic():
-        status_of: dict[str, str] = {}  # each session's status, the batch's last one winning
-        events: list[RunEvent] = []
-        by_fields: dict[tuple[str, ...], list[tuple[int, list[Any]]]] = {}
-        for run, trace, fields, session in checkpoints:
-            if session is not None:
-                status_of[run.session_id] = session
-            if fields:
-                names = tuple(sorted(set(fields)))
-                values = [getattr(run, name) for name in names]
-                by_fields.setdefault(names, []).append((run.pk, values))
-            events += trace
-        for names, rows in by_fields.items():  # a statement per set of fields, run many times
-            update_rows(Run, names, rows)
+        status_of = {  # each session's status, the batch's last one winning
+            run.session_id: session for run, _, _, session in checkpoints if session is not None
+        }
+        _write_runs([(run, fields, trace) for run, trace, fields, _ in checkpoints])
         now = timezone.now()
         for status in set(status_of.values()):  # a statement per status, not one per run
             sessions = [pk for pk, value in status_of.items() if value == status]
             ChatSession.objects.filter(pk__in=sessions).update(status=status, updated_at=now)
-        insert_rows(events, ignore_conflicts=True)
     for _, trace, _, _ in checkpoints:
         trace.clear()
     return [None] * len(checkpoints)
+
+
+def _write_runs(runs: list[tuple[Run, set[str] | tuple[str, ...], list[RunEvent]]]) -> None:
+    """Each run's named fields (one statement per set of fields, run for every run that has
+    it) and the runs' unwritten trace entries (one INSERT; entries already stored are
+    skipped). Inside the caller's transaction."""
+    by_fields: dict[tuple[str, ...], list[tuple[int, list[Any]]]] = {}
+    events: list[RunEvent] = []
+    for run, fields, trace in runs:
+        if fields:
+            names = tuple(sorted(set(fields)))
+            by_fields.setdefault(names, []).append((run.pk, [getattr(run, n) for n in names]))
+        events += trace
+    for names, rows in by_fields.items():
+        update_rows(Run, names, rows)
+    insert_rows(events, ignore_conflicts=True)
 
 
 _checkpoints_hop = db_hop(checkpoints_now)
@@ -140,13 +146,9 @@ def finish_runs_now(finishes: list[Finish]) -> list[dict[str, Any] | None | Exce
 def _finish_together(finishes: list[Finish]) -> list[dict[str, Any] | None]:
     stored: list[Message | None] = []
     with transaction.atomic():
-        events: list[RunEvent] = []
-        for run, trace, fields, partial in finishes:
-            Run.objects.filter(pk=run.pk).update(**{name: getattr(run, name) for name in fields})
-            events += trace
+        _write_runs([(run, fields, trace) for run, trace, fields, _ in finishes])
+        for run, _, _, partial in finishes:
             stored.append(_store_partial(run, *partial) if partial is not None else None)
-        if events:
-            RunEvent.objects.bulk_create(events, ignore_conflicts=True)
         ChatSession.objects.filter(pk__in={run.session_id for run, *_ in finishes}).update(
             status=SessionStatus.IDLE, updated_at=timezone.now()
         )

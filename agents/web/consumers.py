@@ -231,7 +231,7 @@ class SessionConsumer(_GroupConsumer):
         if following and (snap.run is None or snap.run["request_id"] != following):
             row = await _run_row(following)
             if row is not None:
-                frames[-1] += rendering.run_status(self.session_id, row, oob=True)
+                frames[-1] += rendering.run_status(row, oob=True)
         for frame in frames:
             await self.send(text_data=frame)
 
@@ -261,7 +261,7 @@ class SessionConsumer(_GroupConsumer):
         await self.send(
             text_data=extra
             + self._approval_cards(row)
-            + rendering.run_status(self.session_id, row, oob=True)
+            + rendering.run_status(row, oob=True)
             + rendering.waiting(self.session_id, row, oob=True)
         )
 

@@ -35,7 +35,7 @@ from .items import (
 )
 from .markup import render_markdown, sanitize
 from .monitor_row import monitor_row
-from .run_status import run_status as status_bar
+from .run_status import run_status
 from .totals import active_totals
 
 __all__ = [  # the view models are used through here by consumers, views and tests
@@ -48,6 +48,7 @@ __all__ = [  # the view models are used through here by consumers, views and tes
     "monitor_row",
     "pretty_json",
     "render_markdown",
+    "run_status",
     "run_view",
     "sanitize",
     "tool_card",
@@ -81,11 +82,6 @@ def transcript(
     )
 
 
-def run_status(session_id: str, row: Mapping[str, Any] | None, *, oob: bool = False) -> str:
-    """The chat's status bar (agents.web.run_status); ``session_id`` names the chat."""
-    return status_bar(row, oob=oob)
-
-
 _NOTHING_WAITING = (
     '<div id="waiting" class="waiting" data-testid="waiting" aria-live="assertive"{}>\n  \n</div>'
 )
@@ -114,7 +110,7 @@ def snapshot(session_id: str, snap: Snapshot, last: Mapping[str, Any] | None = N
     return "".join(
         (
             transcript(session_id, snap.messages, partial, oob=True, awaiting=awaiting),
-            run_status(session_id, row or last, oob=True),
+            run_status(row or last, oob=True),
             waiting(session_id, row, oob=True),
             live_state(snap.live),
         )
@@ -154,7 +150,7 @@ def snapshot_frames(
     )
     frames = [
         first
-        + run_status(session_id, row or last, oob=True)
+        + run_status(row or last, oob=True)
         + waiting(session_id, row, oob=True)
         + live_state(snap.live)
     ]

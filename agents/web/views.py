@@ -94,9 +94,7 @@ def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
         "session": session,
         "items": rendering.transcript_items(queries.transcript(session), awaiting),
         # No active run: the bar shows how the last one ended, with its usage.
-        "run_status": rendering.run_status(
-            str(session.pk), row or (queries.row(latest) if latest else None)
-        ),
+        "run_status": rendering.run_status(row or (queries.row(latest) if latest else None)),
         "waiting_run": view,
         "runs": runs,
         "usage_total": usage_total(runs) if runs else "",

@@ -206,14 +206,14 @@ def test_the_status_bar_escapes_what_it_shows_and_offers_cancel_and_steer_while_
         "usage": {"estimated": False, "cost_label": evil},
         "error": evil,
     }
-    html = rendering.run_status("s1", row, oob=True)
+    html = rendering.run_status(row, oob=True)
     assert "<script>" not in html and html.count("&lt;script&gt;x&lt;/script&gt;") == 3
     assert " · 1 model call · 3 in / 4 out tokens · " in html  # one call: no plural
     assert 'hx-swap-oob="true"' in html and 'href="/runs/r1/"' in html
     assert 'data-testid="cancel-form"' in html and 'data-testid="steer-hint"' in html
 
-    ended = rendering.run_status("s1", {**row, "status": "cancelled", "cancel_state": "done"})
+    ended = rendering.run_status({**row, "status": "cancelled", "cancel_state": "done"})
     assert "last run" in ended and 'data-testid="cancel-form"' not in ended
     assert 'data-testid="cancel-state"' in ended and "hx-swap-oob" not in ended
-    idle = rendering.run_status("s1", None)
+    idle = rendering.run_status(None)
     assert 'data-status="idle"' in idle and 'data-testid="phase">idle<' in idle
